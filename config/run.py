@@ -1,0 +1,59 @@
+"""`make run`: migrate, then run every Procfile process (web, worker, scheduler).
+
+With no DATABASE_URL/REDIS_URL it runs on the embedded defaults: a SQLite file and a
+file-based Celery broker under var/, with DEBUG on. Ctrl-C stops every process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+    args = parser.parse_args()
+
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    embedded = not env.get("DATABASE_URL")
+    if embedded:
+        env.setdefault("DEBUG", "true")  # local development: dev secret key, loopback allowed
+    env["PORT"] = str(args.port)
+
+    print("==> applying database migrations", flush=True)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], cwd=ROOT, env=env,
+                   check=True)
+    where = "SQLite file var/homing.sqlite3, file broker var/broker" if embedded else "DATABASE_URL"
+    print(f"""
+==> Homing is starting ({where})
+    Web UI and admin:  http://127.0.0.1:{args.port}/   (staff login)
+    API docs:          http://127.0.0.1:{args.port}/api/docs/
+    Create a staff login:         .venv/bin/python manage.py createsuperuser
+    Create a tenant and API key:  .venv/bin/python manage.py create_tenant "Acme"
+                                  (the key is the last line it prints)
+    Press Ctrl-C to stop web, worker and scheduler.
+""", flush=True)
+    honcho = subprocess.Popen(
+        [os.path.join(bindir, "honcho"), "start", "--procfile", "Procfile", "--port",
+         str(args.port), "--no-colour"],
+        cwd=ROOT, env=env,
+    )
+    try:
+        return honcho.wait()
+    except KeyboardInterrupt:
+        # honcho got the same SIGINT and stops its children; wait for it to finish.
+        honcho.send_signal(signal.SIGINT)
+        return honcho.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

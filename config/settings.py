@@ -1,0 +1,168 @@
+"""Homing settings: every value comes from the environment (see .env.example)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+from config.durations import parse_duration
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")  # optional; real environment variables win
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise environ.ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "homing-insecure-development-key"
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "webhooks",
+    "deliveries",
+    "dlq",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False  # API clients POST to exact paths; a redirect would drop the body
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'homing.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, worker and scheduler share one file: wait for locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+else:
+    # Reuse connections across requests; health checks drop ones a restart broke.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True  # serve app static files without collectstatic in development
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+# --- REST API -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["webhooks.api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["webhooks.api.permissions.IsTenant"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "webhooks.api.pagination.NewestFirstPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "webhooks.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Homing API",
+    "DESCRIPTION": "Webhook delivery: endpoints, events, deliveries and the dead-letter queue.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # bundled assets: the docs page works offline
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery ---------------------------------------------------------------------------
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    # No server needed: messages are files under var/broker, shared by local processes.
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(VAR_DIR / "broker" / "out"),
+        "data_folder_out": str(VAR_DIR / "broker" / "out"),
+        "processed_folder": str(VAR_DIR / "broker" / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ACKS_LATE = True  # a message is removed only after its task ran
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # a killed worker's message is redelivered
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
+CELERY_TASK_IGNORE_RESULT = True  # no result backend: the database holds all state
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+if REDIS_URL:
+    # Redelivery of unacked messages; the scheduler's lease sweep recovers work much
+    # sooner, so this only has to exceed the longest task.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+# --- Homing ---------------------------------------------------------------------------
+HOMING_RETRY_SCHEDULE = env.str("HOMING_RETRY_SCHEDULE", default="1s,5s,30s,5m,30m,2h,8h,24h")
+HOMING_RETRY_JITTER = env.float("HOMING_RETRY_JITTER", default=0.2)
+HOMING_DELIVERY_TIMEOUT = env.float("HOMING_DELIVERY_TIMEOUT", default=10.0)
+HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
+HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
+HOMING_IDEMPOTENCY_TTL = parse_duration(env.str("HOMING_IDEMPOTENCY_TTL", default="24h"))
+HOMING_SECRET_ROTATION_GRACE = parse_duration(
+    env.str("HOMING_SECRET_ROTATION_GRACE", default="24h")
+)
+# Django refuses larger bodies before our own 413 check could name the limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(HOMING_MAX_PAYLOAD_BYTES * 2, 2_621_440)
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" or not REDIS_URL:
+    # The embedded set-up keeps its database and broker files here.
+    for folder in (VAR_DIR, VAR_DIR / "broker" / "out", VAR_DIR / "broker" / "processed"):
+        folder.mkdir(parents=True, exist_ok=True)
+SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["rest_framework.permissions.AllowAny"]

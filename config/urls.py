@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from config.health import healthz
+from webhooks.api.errors import api_not_found
+
+api_v1 = [
+    path("", include("webhooks.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    re_path(r"^api/", api_not_found),  # unknown API routes answer JSON, never HTML
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

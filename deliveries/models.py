@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import functools
+
+from django.db import models
+from django.db.models import Q
+
+from webhooks.ids import ID_LENGTH, new_id
+from webhooks.models import Endpoint, Event, Tenant
+
+
+class Delivery(models.Model):
+    """One event on its way to one endpoint; the database is its queue."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # waiting for next_attempt_at
+        DELIVERING = "delivering"  # claimed by a worker until lease_expires_at
+        SUCCEEDED = "succeeded"
+        DEAD = "dead"  # in the dead-letter queue
+
+    id = models.CharField(
+        primary_key=True, max_length=ID_LENGTH, default=functools.partial(new_id, "dlv"),
+        editable=False,
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # Every attempt ever made; `attempt_number` of the Attempt rows.
+    attempt_count = models.PositiveIntegerField(default=0)
+    # attempt_count when the current schedule began (a replay starts a fresh schedule).
+    schedule_offset = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # A task message for this delivery was published; the sweep leaves it alone until then.
+    dispatched_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        indexes = [
+            # The scheduler's sweep: pending deliveries whose next_attempt_at has passed.
+            models.Index(
+                fields=["next_attempt_at"], name="delivery_due",
+                condition=Q(status="pending"),
+            ),
+            # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
+            models.Index(
+                fields=["lease_expires_at"], name="delivery_lease",
+                condition=Q(status="delivering"),
+            ),
+            # GET /deliveries newest first, optionally ?status=.
+            models.Index(fields=["tenant", "-created_at"], name="delivery_tenant_created"),
+            models.Index(fields=["tenant", "status", "-created_at"], name="delivery_tenant_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
+                name="delivery_pending_is_scheduled",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="delivering") | Q(lease_expires_at__isnull=False),
+                name="delivery_delivering_has_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def attempts_in_schedule(self) -> int:
+        return self.attempt_count - self.schedule_offset
+
+
+class Attempt(models.Model):
+    """One HTTP try of a delivery."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="")
+    response_body = models.TextField(blank=True, default="")  # first 4 KiB
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            # A claim numbers its attempt; two records of one attempt would be a bug.
+            models.UniqueConstraint(fields=["delivery", "number"], name="attempt_number_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} #{self.number}"

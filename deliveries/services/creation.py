@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from deliveries.queue import publish_deliveries_on_commit
+from webhooks.models import Endpoint, Event
+
+# How long a published message is trusted to reach a worker before the sweep publishes
+# the delivery again; it bounds the delay a lost message (e.g. Redis restarted) causes.
+DISPATCH_GRACE = timedelta(seconds=30)
+
+
+def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) -> list[Delivery]:
+    """One pending delivery per endpoint, due now, published when the transaction commits."""
+    now = timezone.now()
+    deliveries = [
+        Delivery(
+            tenant_id=event.tenant_id, event=event, endpoint=endpoint,
+            next_attempt_at=now, dispatched_until=now + DISPATCH_GRACE,
+            created_at=now, updated_at=now,
+        )
+        for endpoint in endpoints
+    ]
+    Delivery.objects.bulk_create(deliveries)
+    publish_deliveries_on_commit([delivery.id for delivery in deliveries])
+    return deliveries

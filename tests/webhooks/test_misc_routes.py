@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from django.test import Client
+
+from webhooks.models import ApiKey, Tenant
+
+
+def test_unknown_api_routes_are_json_404(alice):
+    for path in ["/api/v1/nope", "/api/v2/events", "/api/"]:
+        response = alice.client.get(path)
+        assert response.status_code == 404
+        assert response["Content-Type"] == "application/json"
+        assert "nope" in response.json()["message"] or response.json()["message"]
+
+
+def test_the_schema_describes_every_route(db):
+    response = Client().get("/api/v1/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    for path in ["/api/v1/endpoints", "/api/v1/endpoints/{id}", "/api/v1/events",
+                 "/api/v1/events/{id}", "/api/v1/endpoints/{id}/rotate-secret"]:
+        assert path in paths, path
+
+
+def test_the_docs_page_uses_only_local_assets(db):
+    response = Client().get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "swagger-ui" in html.lower()
+    assert "cdn" not in html and "https://" not in html.replace("https://github", "")
+
+
+def test_healthz_is_ok_when_database_and_broker_answer(db):
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"database": "ok", "broker": "ok"}
+
+
+def test_healthz_names_the_broker_when_it_is_down(db, settings):
+    from config.celery import app
+
+    original = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    try:
+        response = Client().get("/healthz")
+    finally:
+        app.conf.broker_url = original
+    assert response.status_code == 503
+    assert response.json()["broker"] == "unavailable"
+    assert "broker" in response.json()["message"]
+
+
+def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, live_server):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "create_tenant", "Acme Inc"], capture_output=True,
+        text=True, check=True, env=_env_for_test_database(),
+    )
+    key = result.stdout.strip().splitlines()[-1]
+    assert key.startswith("hom_")
+    tenant = Tenant.objects.get(name="Acme Inc")
+    assert ApiKey.objects.filter(tenant=tenant).count() == 1
+    assert key not in ApiKey.objects.get(tenant=tenant).key_hash
+    import requests
+
+    response = requests.get(f"{live_server.url}/api/v1/endpoints",
+                            headers={"Authorization": f"Bearer {key}"}, timeout=5)
+    assert response.status_code == 200
+
+
+def _env_for_test_database() -> dict[str, str]:
+    import os
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}

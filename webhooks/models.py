@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import functools
+
+from django.db import models
+from django.db.models import Q
+
+from webhooks.ids import ID_LENGTH, new_id
+
+
+def _id_field(prefix: str) -> models.CharField:
+    return models.CharField(
+        primary_key=True, max_length=ID_LENGTH, default=functools.partial(new_id, prefix),
+        editable=False,
+    )
+
+
+class Tenant(models.Model):
+    id = _id_field("ten")
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """An API key; only its SHA-256 is stored, the key itself is shown once."""
+
+    id = _id_field("key")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    # Authentication looks a key up by its hash: the unique index serves that query.
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=16, help_text="First characters, to recognise a key")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.tenant})"
+
+
+class Endpoint(models.Model):
+    id = _id_field("ep")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="endpoints")
+    url = models.URLField(max_length=2048)
+    description = models.CharField(max_length=500, blank=True, default="")
+    event_types = models.JSONField(default=list, blank=True)
+    rate_limit = models.PositiveIntegerField(null=True, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    is_active = models.BooleanField(default=True)
+    secret = models.CharField(max_length=100)
+    previous_secret = models.CharField(max_length=100, blank=True, default="")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # Listing a tenant's endpoints newest first, and ingestion's active lookup.
+            models.Index(fields=["tenant", "-created_at"], name="endpoint_tenant_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    def matches(self, event_type: str) -> bool:
+        """Empty `event_types` matches everything; `order.*` matches `order.` prefixes."""
+        if not self.event_types:
+            return True
+        for pattern in self.event_types:
+            if pattern == event_type or pattern == "*":
+                return True
+            if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
+                return True
+        return False
+
+
+class Event(models.Model):
+    id = _id_field("evt")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=255)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # GET /events newest first, optionally ?type=.
+            models.Index(fields=["tenant", "-created_at"], name="event_tenant_created"),
+            models.Index(fields=["tenant", "type", "-created_at"], name="event_tenant_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id}"
+
+
+class IdempotencyRecord(models.Model):
+    """What the first request with an Idempotency-Key answered (Stripe's pattern)."""
+
+    class Status(models.TextChoices):
+        PROCESSING = "processing"
+        COMPLETED = "completed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.BinaryField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # The atomic claim: of concurrent requests with one key, one insert wins.
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_tenant_key"),
+            models.CheckConstraint(
+                condition=Q(status="processing") | Q(response_status__isnull=False),
+                name="idempotency_completed_has_response",
+            ),
+        ]
+        indexes = [
+            # The purge job deletes expired records.
+            models.Index(fields=["expires_at"], name="idempotency_expires"),
+        ]
+
+
+class Counter(models.Model):
+    """A metrics counter, used only when there is no Redis (the embedded set-up)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    value = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"

@@ -1,0 +1,65 @@
+"""Monotonic counters shared by every process, for /metrics.
+
+With Redis they are one hash (a restart empties it; Prometheus treats that as a counter
+reset). Without Redis (the embedded set-up) they are rows in the database.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import redis
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from webhooks.models import Counter
+
+logger = logging.getLogger(__name__)
+
+REDIS_KEY = "homing:counters"
+
+
+@functools.cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def increment_many(amounts: dict[str, int]) -> None:
+    amounts = {name: n for name, n in amounts.items() if n}
+    if not amounts:
+        return
+    try:
+        if settings.REDIS_URL:
+            pipe = _redis().pipeline(transaction=False)
+            for name, amount in amounts.items():
+                pipe.hincrby(REDIS_KEY, name, amount)
+            pipe.execute()
+        else:
+            for name, amount in amounts.items():
+                _increment_row(name, amount)
+    except (redis.RedisError, OSError):
+        # A metric must never fail a delivery or an API call.
+        logger.warning("could not update counters %s", sorted(amounts), exc_info=True)
+
+
+def increment(name: str, amount: int = 1) -> None:
+    increment_many({name: amount})
+
+
+def _increment_row(name: str, amount: int) -> None:
+    if Counter.objects.filter(name=name).update(value=F("value") + amount):
+        return
+    try:
+        with transaction.atomic():
+            Counter.objects.create(name=name, value=amount)
+    except IntegrityError:  # another process created it first
+        Counter.objects.filter(name=name).update(value=F("value") + amount)
+
+
+def read_all() -> dict[str, int]:
+    if settings.REDIS_URL:
+        raw = _redis().hgetall(REDIS_KEY)
+        return {name.decode(): int(value) for name, value in raw.items()}
+    return dict(Counter.objects.values_list("name", "value"))

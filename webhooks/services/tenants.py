@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.db import transaction
+
+from webhooks.models import ApiKey, Tenant
+
+API_KEY_PREFIX = "hom_"
+
+
+def _hash_key(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+@transaction.atomic
+def tenant_create(*, name: str) -> tuple[Tenant, str]:
+    """Create a tenant and its first API key; the key is returned once, never stored."""
+    tenant = Tenant.objects.create(name=name)
+    return tenant, api_key_create(tenant=tenant)
+
+
+def api_key_create(*, tenant: Tenant) -> str:
+    raw_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    ApiKey.objects.create(tenant=tenant, key_hash=_hash_key(raw_key), prefix=raw_key[:12])
+    return raw_key
+
+
+def api_key_authenticate(*, raw_key: str) -> Tenant | None:
+    """The tenant owning `raw_key`, or None for an unknown or revoked key."""
+    if not raw_key.startswith(API_KEY_PREFIX) or len(raw_key) > 200:
+        return None
+    key_hash = _hash_key(raw_key)
+    api_key = (
+        ApiKey.objects.select_related("tenant")
+        .filter(key_hash=key_hash, revoked_at__isnull=True)
+        .first()
+    )
+    # The index lookup already matched; compare again in constant time so no code path
+    # ever branches on a partial match of secret material.
+    if api_key is None or not hmac.compare_digest(api_key.key_hash, key_hash):
+        return None
+    return api_key.tenant
