@@ -30,10 +30,12 @@ def main() -> int:
     env["PORT"] = str(args.port)
 
     print("==> applying database migrations", flush=True)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], cwd=ROOT, env=env,
-                   check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input"], cwd=ROOT, env=env, check=True
+    )
     where = "SQLite file var/homing.sqlite3, file broker var/broker" if embedded else "DATABASE_URL"
-    print(f"""
+    print(
+        f"""
 ==> Homing is starting ({where})
     Web UI and admin:  http://127.0.0.1:{args.port}/   (staff login)
     API docs:          http://127.0.0.1:{args.port}/api/docs/
@@ -41,11 +43,21 @@ def main() -> int:
     Create a tenant and API key:  .venv/bin/python manage.py create_tenant "Acme"
                                   (the key is the last line it prints)
     Press Ctrl-C to stop web, worker and scheduler.
-""", flush=True)
+""",
+        flush=True,
+    )
     honcho = subprocess.Popen(
-        [os.path.join(bindir, "honcho"), "start", "--procfile", "Procfile", "--port",
-         str(args.port), "--no-colour"],
-        cwd=ROOT, env=env,
+        [
+            os.path.join(bindir, "honcho"),
+            "start",
+            "--procfile",
+            "Procfile",
+            "--port",
+            str(args.port),
+            "--no-colour",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     try:
         return honcho.wait()

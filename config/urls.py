@@ -9,6 +9,8 @@ from webhooks.api.errors import api_not_found
 
 api_v1 = [
     path("", include("webhooks.api.urls")),
+    path("", include("deliveries.api.urls")),
+    path("", include("dlq.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
 

@@ -19,7 +19,9 @@ class Delivery(models.Model):
         DEAD = "dead"  # in the dead-letter queue
 
     id = models.CharField(
-        primary_key=True, max_length=ID_LENGTH, default=functools.partial(new_id, "dlv"),
+        primary_key=True,
+        max_length=ID_LENGTH,
+        default=functools.partial(new_id, "dlv"),
         editable=False,
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -29,7 +31,7 @@ class Delivery(models.Model):
     # Every attempt ever made; `attempt_number` of the Attempt rows.
     attempt_count = models.PositiveIntegerField(default=0)
     # attempt_count when the current schedule began (a replay starts a fresh schedule).
-    schedule_offset = models.PositiveIntegerField(default=0)
+    schedule_offset = models.IntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # A task message for this delivery was published; the sweep leaves it alone until then.
@@ -43,12 +45,14 @@ class Delivery(models.Model):
         indexes = [
             # The scheduler's sweep: pending deliveries whose next_attempt_at has passed.
             models.Index(
-                fields=["next_attempt_at"], name="delivery_due",
+                fields=["next_attempt_at"],
+                name="delivery_due",
                 condition=Q(status="pending"),
             ),
             # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
             models.Index(
-                fields=["lease_expires_at"], name="delivery_lease",
+                fields=["lease_expires_at"],
+                name="delivery_lease",
                 condition=Q(status="delivering"),
             ),
             # GET /deliveries newest first, optionally ?status=.

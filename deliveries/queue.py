@@ -24,8 +24,9 @@ def publish_deliveries(delivery_ids: Sequence[str]) -> None:
     except Exception:
         # The broker is down: the scheduler's sweep finds these deliveries in the
         # database once their dispatch mark lapses, so log and carry on.
-        logger.warning("could not publish %d deliveries; the sweep will", len(delivery_ids),
-                       exc_info=True)
+        logger.warning(
+            "could not publish %d deliveries; the sweep will", len(delivery_ids), exc_info=True
+        )
 
 
 def publish_deliveries_on_commit(delivery_ids: Sequence[str]) -> None:

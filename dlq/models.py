@@ -14,7 +14,9 @@ class DeadLetter(models.Model):
     """A delivery that gave up; kept (marked replayed) after a replay."""
 
     id = models.CharField(
-        primary_key=True, max_length=ID_LENGTH, default=functools.partial(new_id, "dl"),
+        primary_key=True,
+        max_length=ID_LENGTH,
+        default=functools.partial(new_id, "dl"),
         editable=False,
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -31,8 +33,9 @@ class DeadLetter(models.Model):
             # GET /dead-letters newest first and its filters.
             models.Index(fields=["tenant", "-dead_at"], name="deadletter_tenant_dead"),
             # The metric of the oldest dead letter still waiting for a replay.
-            models.Index(fields=["dead_at"], name="deadletter_waiting",
-                         condition=Q(replayed_at__isnull=True)),
+            models.Index(
+                fields=["dead_at"], name="deadletter_waiting", condition=Q(replayed_at__isnull=True)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ when running as root, otherwise the exact command to run is printed.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -48,8 +49,10 @@ def ensure_binaries() -> tuple[Path, str]:
         return bindir, redis_server
     command = f"apt-get update && apt-get install -y {' '.join(DEBIAN_PACKAGES)}"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        sys.exit(f"[harness] PostgreSQL and Redis servers are needed. Install them with:\n"
-                 f"    sudo {command}")
+        sys.exit(
+            f"[harness] PostgreSQL and Redis servers are needed. Install them with:\n"
+            f"    sudo {command}"
+        )
     say(f"installing the servers: {command}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
@@ -98,14 +101,25 @@ class Postgres:
         if self.user:
             shutil.chown(self.datadir, self.user)
             shutil.chown(self.datadir.parent, self.user)
-        self._run(str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
-                  "--auth=trust", "-E", "UTF8", "--no-sync")
+        self._run(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         with open(self.datadir / "postgresql.conf", "a") as conf:
             # Throwaway data: durability off for speed; enough connections for workers.
-            conf.write(f"port = {self.port}\nlisten_addresses = '127.0.0.1'\n"
-                       f"unix_socket_directories = '{self.datadir}'\nfsync = off\n"
-                       "synchronous_commit = off\nfull_page_writes = off\n"
-                       "max_connections = 300\n")
+            conf.write(
+                f"port = {self.port}\nlisten_addresses = '127.0.0.1'\n"
+                f"unix_socket_directories = '{self.datadir}'\nfsync = off\n"
+                "synchronous_commit = off\nfull_page_writes = off\n"
+                "max_connections = 300\n"
+            )
         self.pg_ctl("start")
 
     def pg_ctl(self, action: str) -> None:
@@ -126,8 +140,19 @@ class Redis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
             stdout=subprocess.DEVNULL,
         )
         wait_for_port(self.port, "redis-server")
@@ -168,10 +193,8 @@ def main(pytest_args: list[str]) -> int:
     finally:
         say("stopping the servers")
         redis.stop()
-        try:
-            postgres.pg_ctl("stop")
-        except subprocess.CalledProcessError:
-            pass  # a test may have stopped it already
+        with contextlib.suppress(subprocess.CalledProcessError):
+            postgres.pg_ctl("stop")  # a test may have stopped it already
         shutil.rmtree(workdir, ignore_errors=True)
 
 

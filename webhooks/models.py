@@ -10,7 +10,9 @@ from webhooks.ids import ID_LENGTH, new_id
 
 def _id_field(prefix: str) -> models.CharField:
     return models.CharField(
-        primary_key=True, max_length=ID_LENGTH, default=functools.partial(new_id, prefix),
+        primary_key=True,
+        max_length=ID_LENGTH,
+        default=functools.partial(new_id, prefix),
         editable=False,
     )
 
@@ -122,6 +124,9 @@ class IdempotencyRecord(models.Model):
             # The purge job deletes expired records.
             models.Index(fields=["expires_at"], name="idempotency_expires"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
 
 
 class Counter(models.Model):

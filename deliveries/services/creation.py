@@ -19,9 +19,13 @@ def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) 
     now = timezone.now()
     deliveries = [
         Delivery(
-            tenant_id=event.tenant_id, event=event, endpoint=endpoint,
-            next_attempt_at=now, dispatched_until=now + DISPATCH_GRACE,
-            created_at=now, updated_at=now,
+            tenant_id=event.tenant_id,
+            event=event,
+            endpoint=endpoint,
+            next_attempt_at=now,
+            dispatched_until=now + DISPATCH_GRACE,
+            created_at=now,
+            updated_at=now,
         )
         for endpoint in endpoints
     ]

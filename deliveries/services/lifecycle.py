@@ -6,7 +6,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from deliveries.models import Delivery
+from deliveries.policy import current_policy
+from deliveries.queue import publish_deliveries_on_commit
+from deliveries.services.creation import DISPATCH_GRACE
 from dlq.services.dead_letters import dead_letters_create
+from webhooks.exceptions import HomingError
+from webhooks.models import Endpoint
 
 
 @transaction.atomic
@@ -25,8 +30,63 @@ def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
     if not doomed:
         return 0
     Delivery.objects.filter(pk__in=[d.pk for d in doomed], status=Delivery.Status.PENDING).update(
-        status=Delivery.Status.DEAD, next_attempt_at=None, dispatched_until=None,
-        last_error=reason, updated_at=now,
+        status=Delivery.Status.DEAD,
+        next_attempt_at=None,
+        dispatched_until=None,
+        last_error=reason,
+        updated_at=now,
     )
     dead_letters_create(deliveries=doomed, reasons=[reason] * len(doomed), dead_at=now)
     return len(doomed)
+
+
+def endpoint_deactivate(*, endpoint_id: str) -> None:
+    """Stop sending to an endpoint (it answered 410 Gone) and park what waits for it."""
+    with transaction.atomic():
+        updated = Endpoint.objects.filter(pk=endpoint_id, is_active=True).update(
+            is_active=False, updated_at=timezone.now()
+        )
+        if updated:
+            deliveries_kill_for_endpoint(endpoint_id=endpoint_id, reason="endpoint deactivated")
+
+
+class DeliveryBusy(HomingError):
+    status_code = 409
+
+
+class EndpointInactive(HomingError):
+    status_code = 409
+
+
+def delivery_retry_now(*, delivery: Delivery) -> Delivery:
+    """One more attempt now, whatever the status (POST /deliveries/{id}/retry).
+
+    A pending delivery keeps its schedule and is simply due now. A succeeded or dead one
+    gets exactly one extra attempt: its schedule is treated as spent, so a failure parks
+    it again instead of starting the whole retry schedule over (that is what a
+    dead-letter replay is for).
+    """
+    if not delivery.endpoint.is_active:
+        raise EndpointInactive("The endpoint is deactivated; activate it first.")
+    now = timezone.now()
+    fields: dict[str, object] = {
+        "status": Delivery.Status.PENDING,
+        "next_attempt_at": now,
+        "dispatched_until": now + DISPATCH_GRACE,
+        "updated_at": now,
+    }
+    if delivery.status != Delivery.Status.PENDING:
+        fields["schedule_offset"] = delivery.attempt_count - len(current_policy().schedule)
+    with transaction.atomic():
+        updated = (
+            Delivery.objects.filter(
+                pk=delivery.pk, status=delivery.status, attempt_count=delivery.attempt_count
+            )
+            .exclude(status=Delivery.Status.DELIVERING)
+            .update(**fields)
+        )
+        if not updated:
+            raise DeliveryBusy("An attempt of this delivery is in flight; try again shortly.")
+        publish_deliveries_on_commit([delivery.pk])
+    delivery.refresh_from_db()
+    return delivery

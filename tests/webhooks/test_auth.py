@@ -5,9 +5,14 @@ from rest_framework.test import APIClient
 
 from webhooks.models import ApiKey
 
-ROUTES = [("get", "/api/v1/endpoints"), ("post", "/api/v1/endpoints"), ("get", "/api/v1/events"),
-          ("post", "/api/v1/events"), ("get", "/api/v1/events/evt_x"),
-          ("get", "/api/v1/endpoints/ep_x")]
+ROUTES = [
+    ("get", "/api/v1/endpoints"),
+    ("post", "/api/v1/endpoints"),
+    ("get", "/api/v1/events"),
+    ("post", "/api/v1/events"),
+    ("get", "/api/v1/events/evt_x"),
+    ("get", "/api/v1/endpoints/ep_x"),
+]
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)

@@ -17,10 +17,24 @@ def create_endpoint(actor, **fields):
 
 
 def test_it_creates_an_endpoint_with_a_secret(alice):
-    body = create_endpoint(alice, description="orders", event_types=["order.*"],
-                           rate_limit=5, headers={"X-Token": "abc"})
-    assert set(body) == {"id", "url", "description", "event_types", "rate_limit", "headers",
-                         "is_active", "secret", "created_at"}
+    body = create_endpoint(
+        alice,
+        description="orders",
+        event_types=["order.*"],
+        rate_limit=5,
+        headers={"X-Token": "abc"},
+    )
+    assert set(body) == {
+        "id",
+        "url",
+        "description",
+        "event_types",
+        "rate_limit",
+        "headers",
+        "is_active",
+        "secret",
+        "created_at",
+    }
     assert body["url"] == URL and body["event_types"] == ["order.*"] and body["rate_limit"] == 5
     assert body["headers"] == {"X-Token": "abc"} and body["is_active"] is True
     assert body["secret"].startswith("whsec_")
@@ -67,9 +81,17 @@ def test_it_refuses_non_json_bodies(alice):
     assert "JSON" in response.json()["message"]
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1/x", "http://localhost:8000/x",
-                                 "http://10.1.2.3/x", "http://169.254.169.254/latest",
-                                 "http://[::1]/x", "http://192.168.0.1/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://localhost:8000/x",
+        "http://10.1.2.3/x",
+        "http://169.254.169.254/latest",
+        "http://[::1]/x",
+        "http://192.168.0.1/",
+    ],
+)
 def test_it_refuses_private_addresses_unless_allowed(alice, settings, url):
     settings.HOMING_ALLOW_PRIVATE_NETWORKS = False
     response = alice.client.post("/api/v1/endpoints", {"url": url}, format="json")
@@ -81,8 +103,9 @@ def test_it_refuses_private_addresses_unless_allowed(alice, settings, url):
 
 def test_it_accepts_a_public_host_that_does_not_resolve_here(alice, settings):
     settings.HOMING_ALLOW_PRIVATE_NETWORKS = False
-    response = alice.client.post("/api/v1/endpoints", {"url": "https://hooks.example.invalid/x"},
-                                 format="json")
+    response = alice.client.post(
+        "/api/v1/endpoints", {"url": "https://hooks.example.invalid/x"}, format="json"
+    )
     assert response.status_code == 201
 
 
@@ -98,8 +121,9 @@ def test_it_lists_endpoints_newest_first_with_pagination(alice):
 def test_it_updates_and_deletes_an_endpoint(alice):
     endpoint = create_endpoint(alice)
     url = f"/api/v1/endpoints/{endpoint['id']}"
-    response = alice.client.patch(url, {"description": "new", "event_types": ["a.b"]},
-                                  format="json")
+    response = alice.client.patch(
+        url, {"description": "new", "event_types": ["a.b"]}, format="json"
+    )
     assert response.status_code == 200
     assert response.json()["description"] == "new" and response.json()["url"] == URL
     assert alice.client.get(url).json()["event_types"] == ["a.b"]
@@ -121,8 +145,9 @@ def test_deactivating_an_endpoint_parks_its_pending_deliveries(alice):
     endpoint = create_endpoint(alice)
     event = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
     assert event["deliveries"][0]["status"] == "pending"
-    response = alice.client.patch(f"/api/v1/endpoints/{endpoint['id']}", {"is_active": False},
-                                  format="json")
+    response = alice.client.patch(
+        f"/api/v1/endpoints/{endpoint['id']}", {"is_active": False}, format="json"
+    )
     assert response.status_code == 200
     delivery = Delivery.objects.get(pk=event["deliveries"][0]["id"])
     assert delivery.status == Delivery.Status.DEAD

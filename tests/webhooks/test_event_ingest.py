@@ -16,8 +16,9 @@ def make_endpoint(actor, **fields):
 
 
 def post_event(actor, payload, **headers):
-    return actor.client.post("/api/v1/events", json.dumps(payload),
-                             content_type="application/json", **headers)
+    return actor.client.post(
+        "/api/v1/events", json.dumps(payload), content_type="application/json", **headers
+    )
 
 
 def test_it_accepts_an_event_with_one_delivery_per_matching_endpoint(alice):

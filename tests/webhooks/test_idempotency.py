@@ -18,8 +18,12 @@ BODY = {"type": "payment.succeeded", "data": {"amount": 4200, "currency": "EUR"}
 
 def post(actor, payload=BODY, key="order-1234", client=None):
     client = client or actor.client
-    return client.post("/api/v1/events", json.dumps(payload), content_type="application/json",
-                       HTTP_IDEMPOTENCY_KEY=key)
+    return client.post(
+        "/api/v1/events",
+        json.dumps(payload),
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
 
 
 @pytest.fixture
@@ -40,8 +44,10 @@ def test_a_repeat_replays_the_first_answer_byte_for_byte(alice, endpoint):
 def test_key_order_and_whitespace_do_not_make_a_different_body(alice, endpoint):
     first = post(alice)
     reordered = alice.client.post(
-        "/api/v1/events", '{ "data": {"currency": "EUR", "amount": 4200}, "type": "payment.succeeded"}',
-        content_type="application/json", HTTP_IDEMPOTENCY_KEY="order-1234",
+        "/api/v1/events",
+        '{ "data": {"currency": "EUR", "amount": 4200}, "type": "payment.succeeded"}',
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="order-1234",
     )
     assert reordered.status_code == 202 and reordered.content == first.content
 
@@ -64,9 +70,13 @@ def test_keys_are_scoped_to_the_tenant(alice, bob, endpoint):
 
 def test_a_key_still_being_processed_is_409(alice, endpoint):
     now = timezone.now()
-    IdempotencyRecord.objects.create(tenant=alice.tenant, key="order-1234",
-                                     request_hash=_fingerprint(), created_at=now,
-                                     expires_at=now + timedelta(hours=24))
+    IdempotencyRecord.objects.create(
+        tenant=alice.tenant,
+        key="order-1234",
+        request_hash=_fingerprint(),
+        created_at=now,
+        expires_at=now + timedelta(hours=24),
+    )
     response = post(alice)
     assert response.status_code == 409
     assert "still being processed" in response.json()["message"]
@@ -75,9 +85,13 @@ def test_a_key_still_being_processed_is_409(alice, endpoint):
 
 def test_a_request_that_died_mid_way_can_be_retried_after_a_minute(alice, endpoint):
     long_ago = timezone.now() - timedelta(minutes=2)
-    IdempotencyRecord.objects.create(tenant=alice.tenant, key="order-1234",
-                                     request_hash=_fingerprint(), created_at=long_ago,
-                                     expires_at=long_ago + timedelta(hours=24))
+    IdempotencyRecord.objects.create(
+        tenant=alice.tenant,
+        key="order-1234",
+        request_hash=_fingerprint(),
+        created_at=long_ago,
+        expires_at=long_ago + timedelta(hours=24),
+    )
     assert post(alice).status_code == 202
     assert Event.objects.count() == 1
 

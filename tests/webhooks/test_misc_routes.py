@@ -20,8 +20,13 @@ def test_the_schema_describes_every_route(db):
     response = Client().get("/api/v1/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
     paths = response.json()["paths"]
-    for path in ["/api/v1/endpoints", "/api/v1/endpoints/{id}", "/api/v1/events",
-                 "/api/v1/events/{id}", "/api/v1/endpoints/{id}/rotate-secret"]:
+    for path in [
+        "/api/v1/endpoints",
+        "/api/v1/endpoints/{id}",
+        "/api/v1/events",
+        "/api/v1/events/{id}",
+        "/api/v1/endpoints/{id}/rotate-secret",
+    ]:
         assert path in paths, path
 
 
@@ -55,8 +60,11 @@ def test_healthz_names_the_broker_when_it_is_down(db, settings):
 
 def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, live_server):
     result = subprocess.run(
-        [sys.executable, "manage.py", "create_tenant", "Acme Inc"], capture_output=True,
-        text=True, check=True, env=_env_for_test_database(),
+        [sys.executable, "manage.py", "create_tenant", "Acme Inc"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env_for_test_database(),
     )
     key = result.stdout.strip().splitlines()[-1]
     assert key.startswith("hom_")
@@ -65,8 +73,9 @@ def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, l
     assert key not in ApiKey.objects.get(tenant=tenant).key_hash
     import requests
 
-    response = requests.get(f"{live_server.url}/api/v1/endpoints",
-                            headers={"Authorization": f"Bearer {key}"}, timeout=5)
+    response = requests.get(
+        f"{live_server.url}/api/v1/endpoints", headers={"Authorization": f"Bearer {key}"}, timeout=5
+    )
     assert response.status_code == 200
 
 
@@ -76,5 +85,8 @@ def _env_for_test_database() -> dict[str, str]:
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }

@@ -32,10 +32,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ValidationError):
         response.data = {
             "message": f"Invalid input: {_first_message(exc.detail)}",
-            "errors": exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail},
+            "errors": exc.detail
+            if isinstance(exc.detail, dict)
+            else {"non_field_errors": exc.detail},
         }
     else:
-        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        detail = (
+            response.data.get("detail", response.data)
+            if isinstance(response.data, dict)
+            else response.data
+        )
         response.data = {"message": str(detail)}
     return response
 

@@ -14,8 +14,14 @@ EVENT_TYPE = re.compile(r"^[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*$")
 EVENT_TYPE_PATTERN = re.compile(r"^(\*|[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*(\.\*)?)$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]{1,100}$")
 # Headers Homing sets itself: a user value would break signing or HTTP framing.
-RESERVED_HEADERS = {"content-type", "user-agent", "host", "content-length", "transfer-encoding",
-                    "connection"}
+RESERVED_HEADERS = {
+    "content-type",
+    "user-agent",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+}
 MAX_CUSTOM_HEADERS = 20
 
 
@@ -49,8 +55,17 @@ class EndpointSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Endpoint
-        fields = ["id", "url", "description", "event_types", "rate_limit", "headers",
-                  "is_active", "secret", "created_at"]
+        fields = [
+            "id",
+            "url",
+            "description",
+            "event_types",
+            "rate_limit",
+            "headers",
+            "is_active",
+            "secret",
+            "created_at",
+        ]
         read_only_fields = ["id", "secret", "created_at"]
 
     def validate_url(self, url: str) -> str:
@@ -72,7 +87,9 @@ class EndpointSerializer(serializers.ModelSerializer):
                 raise serializers.ValidationError(f"{name!r} is not a valid header name.")
             lowered = name.lower()
             if lowered in RESERVED_HEADERS or lowered.startswith("webhook-"):
-                raise serializers.ValidationError(f"{name!r} is set by Homing and cannot be overridden.")
+                raise serializers.ValidationError(
+                    f"{name!r} is set by Homing and cannot be overridden."
+                )
             if "\r" in value or "\n" in value:
                 raise serializers.ValidationError(f"The value of {name!r} contains a line break.")
         return headers

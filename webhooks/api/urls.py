@@ -7,8 +7,11 @@ from webhooks.api import views
 urlpatterns = [
     path("endpoints", views.EndpointList.as_view(), name="endpoint-list"),
     path("endpoints/<str:pk>", views.EndpointDetail.as_view(), name="endpoint-detail"),
-    path("endpoints/<str:pk>/rotate-secret", views.EndpointRotateSecret.as_view(),
-         name="endpoint-rotate-secret"),
+    path(
+        "endpoints/<str:pk>/rotate-secret",
+        views.EndpointRotateSecret.as_view(),
+        name="endpoint-rotate-secret",
+    ),
     path("events", views.EventList.as_view(), name="event-list"),
     path("events/<str:pk>", views.EventDetail.as_view(), name="event-detail"),
 ]

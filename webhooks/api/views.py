@@ -14,7 +14,6 @@ from rest_framework import generics, serializers, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from webhooks.api.serializers import (
     EndpointSerializer,
@@ -61,7 +60,9 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
     http_method_names = ["get", "patch", "delete", "options"]
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = endpoint_update(endpoint=serializer.instance, **serializer.validated_data)
+        serializer.instance = endpoint_update(
+            endpoint=serializer.instance, **serializer.validated_data
+        )
 
     def perform_destroy(self, instance: Endpoint) -> None:
         endpoint_delete(endpoint=instance)
@@ -87,9 +88,16 @@ class EventList(TenantScoped, generics.ListAPIView):
         return events
 
     @extend_schema(
-        request=EventCreateSerializer, responses={202: EventSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
-                                     description="Replays the first answer for 24 h")],
+        request=EventCreateSerializer,
+        responses={202: EventSerializer},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Replays the first answer for 24 h",
+            )
+        ],
     )
     def post(self, request: Request) -> HttpResponse:
         payload = _json_body(request)
@@ -99,7 +107,8 @@ class EventList(TenantScoped, generics.ListAPIView):
 
         def produce() -> tuple[int, bytes]:
             event = event_ingest(
-                tenant=request.auth, event_type=incoming.validated_data["type"],
+                tenant=request.auth,
+                event_type=incoming.validated_data["type"],
                 data=incoming.validated_data["data"],
             )
             return status.HTTP_202_ACCEPTED, JSONRenderer().render(EventSerializer(event).data)

@@ -41,8 +41,9 @@ def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
     endpoint.previous_secret = endpoint.secret
     endpoint.previous_secret_expires_at = timezone.now() + grace
     endpoint.secret = generate_secret()
-    endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at",
-                                 "updated_at"])
+    endpoint.save(
+        update_fields=["secret", "previous_secret", "previous_secret_expires_at", "updated_at"]
+    )
     return endpoint
 
 

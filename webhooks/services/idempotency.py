@@ -42,18 +42,21 @@ def request_fingerprint(payload: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def idempotent_call(*, tenant: Tenant, key: str, fingerprint: str,
-                    produce: Callable[[], tuple[int, bytes]]) -> StoredResponse:
+def idempotent_call(
+    *, tenant: Tenant, key: str, fingerprint: str, produce: Callable[[], tuple[int, bytes]]
+) -> StoredResponse:
     record = _claim(tenant=tenant, key=key, fingerprint=fingerprint)
     if record.status == IdempotencyRecord.Status.COMPLETED:
         counters.increment("idempotency_replays")
-        return StoredResponse(record.response_status or 0, bytes(record.response_body or b""),
-                              replayed=True)
+        return StoredResponse(
+            record.response_status or 0, bytes(record.response_body or b""), replayed=True
+        )
     try:
         with transaction.atomic():
             status, body = produce()
             IdempotencyRecord.objects.filter(pk=record.pk).update(
-                status=IdempotencyRecord.Status.COMPLETED, response_status=status,
+                status=IdempotencyRecord.Status.COMPLETED,
+                response_status=status,
                 response_body=body,
             )
     except BaseException:
@@ -72,7 +75,10 @@ def _claim(*, tenant: Tenant, key: str, fingerprint: str) -> IdempotencyRecord:
         try:
             with transaction.atomic():
                 return IdempotencyRecord.objects.create(
-                    tenant=tenant, key=key, request_hash=fingerprint, created_at=now,
+                    tenant=tenant,
+                    key=key,
+                    request_hash=fingerprint,
+                    created_at=now,
                     expires_at=now + timedelta(seconds=settings.HOMING_IDEMPOTENCY_TTL),
                 )
         except IntegrityError:

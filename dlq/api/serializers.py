@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from dlq.models import DeadLetter
+
+
+class DeadLetterSerializer(serializers.ModelSerializer):
+    delivery_id = serializers.CharField(read_only=True)
+    event_id = serializers.CharField(read_only=True)
+    endpoint_id = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = DeadLetter
+        fields = [
+            "id",
+            "delivery_id",
+            "event_id",
+            "endpoint_id",
+            "event_type",
+            "reason",
+            "dead_at",
+            "replayed_at",
+        ]
+
+
+class BulkReplaySerializer(serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, max_length=1000
+    )
+    endpoint = serializers.CharField(required=False, max_length=40)
+    event_type = serializers.CharField(required=False, max_length=255)
+
+
+class ReplayedSerializer(serializers.Serializer):
+    replayed = serializers.IntegerField()

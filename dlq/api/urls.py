@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from dlq.api import views
+
+urlpatterns = [
+    path("dead-letters", views.DeadLetterList.as_view(), name="dead-letter-list"),
+    path(
+        "dead-letters/replay", views.DeadLetterBulkReplay.as_view(), name="dead-letter-replay-many"
+    ),
+    path(
+        "dead-letters/<str:pk>/replay", views.DeadLetterReplay.as_view(), name="dead-letter-replay"
+    ),
+]

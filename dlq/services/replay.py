@@ -1,0 +1,58 @@
+"""Replaying dead letters: the delivery starts a fresh retry schedule, same webhook-id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from deliveries.queue import publish_deliveries_on_commit
+from deliveries.services.creation import DISPATCH_GRACE
+from dlq.models import DeadLetter
+from webhooks.exceptions import HomingError
+
+
+class NotReplayable(HomingError):
+    status_code = 409
+
+
+def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
+    if dead_letter.replayed_at is not None:
+        raise NotReplayable("This dead letter was already replayed.")
+    if not dead_letter.endpoint.is_active:
+        raise NotReplayable("The endpoint is deactivated; activate it, then replay.")
+    if dead_letters_replay(dead_letters=[dead_letter]) != 1:
+        raise NotReplayable("The delivery is no longer dead (replayed or retried meanwhile).")
+
+
+@transaction.atomic
+def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
+    """Replay each dead letter whose delivery is still dead and whose endpoint is active;
+    returns how many were replayed."""
+    now = timezone.now()
+    replayed: dict[str, str] = {}  # delivery id -> dead letter id
+    for letter in dead_letters:
+        if letter.replayed_at is not None or not letter.endpoint.is_active:
+            continue
+        # A fresh schedule: attempts count from here on, the first one due now.
+        updated = Delivery.objects.filter(
+            pk=letter.delivery_id, status=Delivery.Status.DEAD
+        ).update(
+            status=Delivery.Status.PENDING,
+            next_attempt_at=now,
+            dispatched_until=now + DISPATCH_GRACE,
+            schedule_offset=F("attempt_count"),
+            last_error="",
+            updated_at=now,
+        )
+        if updated:
+            replayed[letter.delivery_id] = letter.pk
+    # Every waiting dead letter of a replayed delivery is settled, not only the one named.
+    DeadLetter.objects.filter(delivery_id__in=replayed, replayed_at__isnull=True).update(
+        replayed_at=now
+    )
+    publish_deliveries_on_commit(list(replayed))
+    return len(replayed)

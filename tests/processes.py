@@ -1,0 +1,112 @@
+"""Start Homing's real processes (Celery worker, scheduler) against the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def process_env(**overrides: str) -> dict[str, str]:
+    """The environment of a Homing process that shares this test's database and Redis."""
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "HOMING_ALLOW_PRIVATE_NETWORKS": "true",
+        "HOMING_RETRY_SCHEDULE": settings.HOMING_RETRY_SCHEDULE,
+        "HOMING_RETRY_JITTER": str(settings.HOMING_RETRY_JITTER),
+        "HOMING_DELIVERY_TIMEOUT": str(settings.HOMING_DELIVERY_TIMEOUT),
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "WARNING",
+    }
+    env.update(overrides)
+    return env
+
+
+class Process:
+    def __init__(self, name: str, args: list[str], log_dir: Path, **env: str) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=process_env(**env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def kill_hard(self) -> None:
+        """kill -9 the whole process group, as a crash would."""
+        os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=10)
+        self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_worker(log_dir: Path, name: str = "worker", concurrency: int = 4, **env: str) -> Process:
+    worker = Process(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "WARNING",
+            "-n",
+            f"{name}@%h",
+        ],
+        log_dir,
+        **env,
+    )
+    return worker
+
+
+def start_scheduler(log_dir: Path, name: str = "scheduler", **env: str) -> Process:
+    return Process(
+        name, [sys.executable, "manage.py", "run_scheduler", "--tick", "0.2"], log_dir, **env
+    )
+
+
+def wait_until(predicate, timeout: float = 30, interval: float = 0.1, message: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(message or f"condition not met within {timeout}s")
