@@ -1,0 +1,157 @@
+"""At least once through crashes, exactly once without them."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import time
+
+import pytest
+import redis
+
+from deliveries.models import Delivery
+from tests.processes import wait_until
+from tests.receivers import Answer
+
+pytestmark = pytest.mark.e2e
+
+
+def make_endpoint(actor, url):
+    response = actor.client.post("/api/v1/endpoints", {"url": url}, format="json")
+    assert response.status_code == 201
+    return response.json()["id"]
+
+
+def send_events(actor, count):
+    ids = []
+    for n in range(count):
+        response = actor.client.post("/api/v1/events", {"type": "order.paid", "data": {"n": n}},
+                                     format="json")
+        assert response.status_code == 202
+        ids.append(response.json()["id"])
+    return ids
+
+
+def all_succeeded(expected: int) -> bool:
+    return Delivery.objects.filter(status="succeeded").count() == expected
+
+
+def test_a_thousand_events_arrive_exactly_once_with_two_workers_and_two_schedulers(
+    alice, homing, receiver_factory
+):
+    receiver = receiver_factory()
+    make_endpoint(alice, receiver.url)
+    for _ in range(2):
+        homing("worker")
+        homing("scheduler")
+    event_ids = send_events(alice, 1000)
+
+    receiver.wait_for(1000, timeout=120)
+    wait_until(lambda: all_succeeded(1000), timeout=60)
+    time.sleep(1)  # anything sent twice would have arrived by now
+    seen = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
+    assert set(seen) == set(event_ids)
+    assert [i for i, n in seen.items() if n > 1] == []
+
+
+def test_a_worker_killed_mid_attempt_loses_nothing(alice, homing, receiver_factory, settings):
+    settings.HOMING_DELIVERY_TIMEOUT = 5  # lease = timeout + 15 s
+    slow_until = time.time() + 3
+    receiver = receiver_factory(lambda r, n: Answer(delay=2.0 if time.time() < slow_until else 0))
+    make_endpoint(alice, receiver.url)
+    worker = homing("worker")
+    homing("scheduler")
+    event_ids = send_events(alice, 20)
+    receiver.wait_for(1)  # attempts are in flight, stuck in the slow receiver
+    worker.kill_hard()
+    in_flight = Delivery.objects.filter(status="delivering").count()
+    assert in_flight > 0
+
+    restarted = time.monotonic()
+    homing("worker")
+    wait_until(lambda: all_succeeded(20), timeout=60, message="not every delivery recovered")
+    assert time.monotonic() - restarted < 60
+    delivered = {r.headers["webhook-id"] for r in receiver.requests}
+    assert delivered == set(event_ids)
+    lost = Delivery.objects.filter(attempts__error="worker lost").distinct().count()
+    assert lost == in_flight
+
+
+def _restart_redis(redis_url: str) -> None:
+    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    try:
+        client.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass
+    time.sleep(1)
+    server = subprocess.Popen([os.environ["HOMING_TEST_REDIS_SERVER"], "--port", str(port),
+                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                              stdout=subprocess.DEVNULL)
+    wait_until(lambda: _pings(redis_url), timeout=10)
+    return server
+
+
+def _pings(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url).ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, redis_url):
+    receiver = receiver_factory(lambda r, n: Answer(delay=0.5))
+    make_endpoint(alice, receiver.url)
+    homing("worker")
+    homing("scheduler")
+    first = send_events(alice, 30)
+    receiver.wait_for(1)
+    server = _restart_redis(redis_url)  # queued messages are gone
+    try:
+        second = send_events(alice, 10)
+        wait_until(lambda: all_succeeded(40), timeout=120,
+                   message="deliveries lost with Redis's messages")
+        assert {r.headers["webhook-id"] for r in receiver.requests} == set(first + second)
+    finally:
+        server.terminate()
+        server.wait()
+        # Leave a Redis for the rest of the suite.
+        _restart_redis_for_suite(redis_url)
+
+
+def _restart_redis_for_suite(redis_url: str) -> None:
+    if not _pings(redis_url):
+        port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+        subprocess.Popen([os.environ["HOMING_TEST_REDIS_SERVER"], "--port", str(port), "--bind",
+                          "127.0.0.1", "--save", "", "--appendonly", "no"],
+                         stdout=subprocess.DEVNULL, start_new_session=True)
+        wait_until(lambda: _pings(redis_url), timeout=10)
+
+
+def _pg_ctl(action: str) -> None:
+    args = [os.path.join(os.environ["HOMING_TEST_PG_BIN"], "pg_ctl"), "-D",
+            os.environ["HOMING_TEST_PGDATA"], "-l", os.environ["HOMING_TEST_PG_LOG"], "-w"]
+    if action == "stop":
+        args += ["-m", "fast"]
+    subprocess.run([*args, action], check=True, user=os.environ["HOMING_TEST_PG_USER"] or None,
+                   stdout=subprocess.DEVNULL)
+
+
+def test_postgres_restarted_mid_run_loses_nothing(alice, homing, receiver_factory):
+    from django.db import connection
+
+    receiver = receiver_factory(lambda r, n: Answer(delay=0.2))
+    make_endpoint(alice, receiver.url)
+    homing("worker")
+    homing("scheduler")
+    event_ids = send_events(alice, 30)
+    receiver.wait_for(3)
+    connection.close()
+    _pg_ctl("stop")
+    time.sleep(2)
+    _pg_ctl("start")
+
+    wait_until(lambda: all_succeeded(30), timeout=90, message="deliveries stuck after restart")
+    assert {r.headers["webhook-id"] for r in receiver.requests} == set(event_ids)
