@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import subprocess
 import time
@@ -26,8 +27,9 @@ def make_endpoint(actor, url):
 def send_events(actor, count):
     ids = []
     for n in range(count):
-        response = actor.client.post("/api/v1/events", {"type": "order.paid", "data": {"n": n}},
-                                     format="json")
+        response = actor.client.post(
+            "/api/v1/events", {"type": "order.paid", "data": {"n": n}}, format="json"
+        )
         assert response.status_code == 202
         ids.append(response.json()["id"])
     return ids
@@ -82,14 +84,23 @@ def _restart_redis(redis_url: str) -> None:
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
     client = redis.Redis.from_url(redis_url)
     client.flushall()
-    try:
+    with contextlib.suppress(redis.ConnectionError):
         client.shutdown(nosave=True)
-    except redis.ConnectionError:
-        pass
     time.sleep(1)
-    server = subprocess.Popen([os.environ["HOMING_TEST_REDIS_SERVER"], "--port", str(port),
-                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            os.environ["HOMING_TEST_REDIS_SERVER"],
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     wait_until(lambda: _pings(redis_url), timeout=10)
     return server
 
@@ -111,8 +122,9 @@ def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, re
     server = _restart_redis(redis_url)  # queued messages are gone
     try:
         second = send_events(alice, 10)
-        wait_until(lambda: all_succeeded(40), timeout=120,
-                   message="deliveries lost with Redis's messages")
+        wait_until(
+            lambda: all_succeeded(40), timeout=120, message="deliveries lost with Redis's messages"
+        )
         assert {r.headers["webhook-id"] for r in receiver.requests} == set(first + second)
     finally:
         server.terminate()
@@ -124,19 +136,41 @@ def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, re
 def _restart_redis_for_suite(redis_url: str) -> None:
     if not _pings(redis_url):
         port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-        subprocess.Popen([os.environ["HOMING_TEST_REDIS_SERVER"], "--port", str(port), "--bind",
-                          "127.0.0.1", "--save", "", "--appendonly", "no"],
-                         stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [
+                os.environ["HOMING_TEST_REDIS_SERVER"],
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_until(lambda: _pings(redis_url), timeout=10)
 
 
 def _pg_ctl(action: str) -> None:
-    args = [os.path.join(os.environ["HOMING_TEST_PG_BIN"], "pg_ctl"), "-D",
-            os.environ["HOMING_TEST_PGDATA"], "-l", os.environ["HOMING_TEST_PG_LOG"], "-w"]
+    args = [
+        os.path.join(os.environ["HOMING_TEST_PG_BIN"], "pg_ctl"),
+        "-D",
+        os.environ["HOMING_TEST_PGDATA"],
+        "-l",
+        os.environ["HOMING_TEST_PG_LOG"],
+        "-w",
+    ]
     if action == "stop":
         args += ["-m", "fast"]
-    subprocess.run([*args, action], check=True, user=os.environ["HOMING_TEST_PG_USER"] or None,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*args, action],
+        check=True,
+        user=os.environ["HOMING_TEST_PG_USER"] or None,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def test_postgres_restarted_mid_run_loses_nothing(alice, homing, receiver_factory):

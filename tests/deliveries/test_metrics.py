@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from django.test import Client
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from dlq.models import DeadLetter
+from webhooks.services import counters
+
+
+def metric(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} missing from:\n{text}"
+    return float(match.group(1))
+
+
+def test_metrics_expose_counters_and_queue_gauges(alice):
+    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    events = [
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
+        for _ in range(3)
+    ]
+    deliveries = [Delivery.objects.get(pk=e["deliveries"][0]["id"]) for e in events]
+    now = timezone.now()
+    Delivery.objects.filter(pk=deliveries[0].pk).update(next_attempt_at=now - timedelta(seconds=7))
+    Delivery.objects.filter(pk=deliveries[1].pk).update(status="dead", next_attempt_at=None)
+    DeadLetter.objects.create(
+        tenant=alice.tenant,
+        delivery=deliveries[1],
+        event_id=events[1]["id"],
+        endpoint_id=deliveries[1].endpoint_id,
+        event_type="a.b",
+        reason="HTTP 404",
+        dead_at=now - timedelta(seconds=60),
+    )
+    counters.increment_many({"attempts_success": 5, "attempts_retryable": 2})
+    counters.increment("idempotency_replays")
+
+    response = Client().get("/metrics")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    text = response.content.decode()
+    assert metric(text, 'homing_attempts_total{outcome="success"}') == 5
+    assert metric(text, 'homing_attempts_total{outcome="retryable"}') == 2
+    assert metric(text, 'homing_attempts_total{outcome="fatal"}') == 0
+    assert metric(text, 'homing_deliveries{status="pending"}') == 2
+    assert metric(text, 'homing_deliveries{status="dead"}') == 1
+    assert metric(text, "homing_dead_letters") == 1
+    assert 60 <= metric(text, "homing_dead_letter_oldest_age_seconds") < 70
+    assert 7 <= metric(text, "homing_delivery_lag_seconds") < 15
+    assert metric(text, "homing_idempotency_replays_total") == 1
+    assert metric(text, "homing_idempotency_conflicts_total") == 0
