@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from celery.signals import worker_shutting_down
+from django.conf import settings
 
 from deliveries.queue import DELIVER_TASK
-from deliveries.services.attempts import deliveries_attempt
+from deliveries.services.attempts import deliveries_attempt, pipeline
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
-def deliver(delivery_ids: list[str]) -> int:
-    return len(deliveries_attempt(delivery_ids=delivery_ids))
+def deliver(delivery_ids: list[str]) -> None:
+    deliveries_attempt(delivery_ids=delivery_ids)
+
+
+@worker_shutting_down.connect
+def finish_attempts_under_way(**kwargs: Any) -> None:
+    # A warm shutdown lets sends under way finish and be recorded, so a deploy does not
+    # turn them into 'worker lost' retries.
+    if pipeline.cache_info().currsize:  # this process has sent something
+        pipeline().drain(timeout=settings.HOMING_DELIVERY_TIMEOUT + 5)

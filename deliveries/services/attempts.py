@@ -1,121 +1,123 @@
-"""Claim due deliveries, send them in parallel, record the attempts (the worker's job).
+"""The worker's job: claim due deliveries, send them in parallel, record the attempts.
 
-Three steps, and no transaction or row lock is held across an HTTP call:
-1. claim: one conditional UPDATE moves due `pending` rows to `delivering` with a lease;
-   rows another worker already holds are skipped, so duplicate messages send nothing.
-2. send: in a thread pool, each attempt bounded by HOMING_DELIVERY_TIMEOUT.
-3. record: one transaction writes the attempts and each delivery's next state, only for
-   rows still held under this claim.
+No transaction or row lock is held across an HTTP call:
+1. claim (claims.py): one conditional UPDATE takes due rows with a lease;
+2. send: each attempt in a sending thread, bounded by HOMING_DELIVERY_TIMEOUT;
+3. record (recording.py): the recorder thread writes results in batches.
+The Celery task returns once its sends are under way, so a hanging endpoint holds a
+sending thread, never a Celery worker slot. If the process dies meanwhile, the leases
+expire and the scheduler retries those deliveries.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.utils import timezone
 
 from config.version import VERSION
-from deliveries import retry
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Delivery
 from deliveries.policy import Policy, current_policy
 from deliveries.sender import Sender, SendResult
-from deliveries.services.lifecycle import endpoint_deactivate
-from deliveries.services.outcomes import NextState, next_state
+from deliveries.services.claims import deliveries_claim
+from deliveries.services.recording import Outcome, Recorded, Recorder
 from deliveries.signing import payload_bytes, webhook_headers
-from dlq.services.dead_letters import dead_letters_create
-from webhooks.services import counters
 from webhooks.services.endpoints import endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
-# Deliveries one task claims at most: enough to amortise queries and Celery overhead,
-# few enough that one batch's parallel sends fit in the send pool at once.
-BATCH_SIZE = 25
-# Threads sending at once in one worker process. Sends wait on the network, not the CPU.
+# Deliveries one claim takes at most: enough to amortise the queries and the Celery
+# message, small enough that several tasks share the work of a burst.
+BATCH_SIZE = 50
+# Attempts in flight at once in one worker process. Sends wait on the network, not
+# the CPU; past this a task waits before claiming more (backpressure).
 SEND_THREADS = 200
+# Keep-alive connections kept per receiving host: the most attempts one endpoint has
+# in flight (claims.ENDPOINT_MAX_IN_FLIGHT) is what one host can use at once.
+ENDPOINT_CONNECTIONS = 16
 
 
-@dataclass(frozen=True)
-class Recorded:
-    delivery_id: str
-    outcome: retry.Outcome
-    sent: bool
+class Pipeline:
+    """The process-wide sending threads, the recorder and the count of attempts in flight."""
+
+    def __init__(self) -> None:
+        self.sender = Sender(
+            version=VERSION,
+            allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS,
+            maxsize=ENDPOINT_CONNECTIONS,
+        )
+        self.pool = ThreadPoolExecutor(max_workers=SEND_THREADS, thread_name_prefix="homing-send")
+        self.recorder = Recorder()
+        self._in_flight = 0
+        self._changed = threading.Condition()
+
+    def reserve(self, wanted: int) -> int:
+        """Wait for room, then reserve up to `wanted` attempts; returns how many."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._in_flight < SEND_THREADS)
+            granted = min(wanted, SEND_THREADS - self._in_flight)
+            self._in_flight += granted
+            return granted
+
+    def release(self, count: int = 1) -> None:
+        with self._changed:
+            self._in_flight -= count
+            self._changed.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every attempt under way is recorded (for a graceful shutdown)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._in_flight == 0, timeout=timeout)
 
 
 @functools.cache
-def _sender() -> Sender:
-    return Sender(
-        version=VERSION, allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS, maxsize=32
-    )
+def pipeline() -> Pipeline:
+    return Pipeline()
 
 
-@functools.cache
-def _send_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=SEND_THREADS, thread_name_prefix="homing-send")
-
-
-def deliveries_attempt(*, delivery_ids: Sequence[str], take_more: bool = True) -> list[Recorded]:
-    """Attempt these deliveries if they are due and free, plus (with `take_more`) other
-    due deliveries up to a batch, so that a busy system sends in batches."""
+def deliveries_attempt(
+    *, delivery_ids: Sequence[str], take_more: bool = True, wait: bool = False
+) -> list[Recorded | None]:
+    """Attempt these deliveries if due and free, plus (with `take_more`) other due ones up
+    to a batch, so that a busy system claims in batches. With `wait`, returns once all
+    are recorded (tests, commands); otherwise at once, with an empty list."""
     policy = current_policy()
-    claimed = deliveries_claim(
-        delivery_ids=delivery_ids, limit=BATCH_SIZE, policy=policy, take_more=take_more
-    )
+    line = pipeline()
+    reserved = line.reserve(BATCH_SIZE)
+    try:
+        claimed = deliveries_claim(
+            delivery_ids=delivery_ids, limit=reserved, policy=policy, take_more=take_more
+        )
+    except BaseException:
+        line.release(reserved)
+        raise
+    line.release(reserved - len(claimed))
     if not claimed:
         return []
-    deliveries = list(Delivery.objects.filter(pk__in=claimed).select_related("event", "endpoint"))
-    started = timezone.now()
-    results = list(_send_pool().map(functools.partial(_send, policy=policy), deliveries))
-    return _record(deliveries, results, started=started, policy=policy)
+    deliveries = Delivery.objects.filter(pk__in=claimed).select_related("event", "endpoint")
+    recorded = [line.pool.submit(_send_and_record, delivery, policy) for delivery in deliveries]
+    if not wait:
+        return []
+    return [future.result().result() for future in recorded]
 
 
-def deliveries_claim(
-    *, delivery_ids: Sequence[str], limit: int, policy: Policy, take_more: bool
-) -> list[str]:
-    now = timezone.now()
-    lease_until = now + timedelta(seconds=policy.lease_seconds)
-    claimed: list[str] = []
-    if delivery_ids:
-        ids = list(delivery_ids)[:limit]
-        claimed += _claim_where(
-            f"id IN ({', '.join(['%s'] * len(ids))})", ids, now, lease_until, limit
-        )
-    if take_more and len(claimed) < limit:
-        claimed += _claim_where("TRUE", [], now, lease_until, limit - len(claimed))
-    return claimed
+def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | None]:
+    line = pipeline()
+    started_at = timezone.now()
+    result = _send(delivery, policy=policy, sender=line.sender)
+    recorded = line.recorder.submit(Outcome(delivery, result, started_at, policy))
+    recorded.add_done_callback(lambda _: line.release())
+    return recorded
 
 
-def _claim_where(
-    condition: str, params: list[str], now: datetime, lease_until: datetime, limit: int
-) -> list[str]:
-    table = Delivery._meta.db_table
-    # SKIP LOCKED lets concurrent workers take disjoint rows instead of queueing on one
-    # another; without it (SQLite) the outer status check still makes the claim exclusive.
-    skip_locked = (
-        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
-    )
-    # Only constants and the model's table name are formatted in; values are parameters.
-    sql = (
-        f"UPDATE {table} SET status = 'delivering', lease_expires_at = %s, "
-        f"attempt_count = attempt_count + 1, dispatched_until = NULL, updated_at = %s "
-        f"WHERE id IN (SELECT id FROM {table} WHERE {condition} AND status = 'pending' "
-        f"AND next_attempt_at <= %s ORDER BY next_attempt_at LIMIT %s{skip_locked}) "
-        f"AND status = 'pending' RETURNING id"
-    )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [lease_until, now, *params, now, limit])
-        return [row[0] for row in cursor.fetchall()]
-
-
-def _send(delivery: Delivery, *, policy: Policy) -> SendResult | None:
+def _send(delivery: Delivery, *, policy: Policy, sender: Sender) -> SendResult | None:
     """The attempt's result, or None when the endpoint was deactivated since the claim."""
     if not delivery.endpoint.is_active:
         return None
@@ -136,7 +138,7 @@ def _send(delivery: Delivery, *, policy: Policy) -> SendResult | None:
         ),
     }
     try:
-        return _sender().send(
+        return sender.send(
             url=delivery.endpoint.url, body=body, headers=headers, timeout=policy.timeout
         )
     except Exception as exc:  # a bug must not lose the claim's bookkeeping
@@ -146,86 +148,3 @@ def _send(delivery: Delivery, *, policy: Policy) -> SendResult | None:
 
 def event_timestamp(created_at: datetime) -> str:
     return created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _record(
-    deliveries: list[Delivery],
-    results: list[SendResult | None],
-    *,
-    started: datetime,
-    policy: Policy,
-) -> list[Recorded]:
-    now = timezone.now()
-    recorded: list[Recorded] = []
-    attempts: list[Attempt] = []
-    dead: list[tuple[Delivery, str]] = []
-    deactivate: set[str] = set()
-    with transaction.atomic():
-        for delivery, result in zip(deliveries, results, strict=True):
-            state = _state_for(delivery, result, policy, now)
-            if not _apply(delivery, state, now):
-                continue  # our lease lapsed and the scheduler took the delivery back
-            if result is not None:
-                attempts.append(_attempt_row(delivery, result, started))
-            recorded.append(Recorded(delivery.id, state.outcome, sent=result is not None))
-            if state.dead_reason:
-                dead.append((delivery, state.dead_reason))
-            if state.deactivate_endpoint:
-                deactivate.add(delivery.endpoint_id)
-        Attempt.objects.bulk_create(attempts)
-        if dead:
-            dead_letters_create(
-                deliveries=[d for d, _ in dead], reasons=[r for _, r in dead], dead_at=now
-            )
-    for endpoint_id in deactivate:
-        endpoint_deactivate(endpoint_id=endpoint_id)
-    counters.increment_many(_outcome_counts(recorded))
-    return recorded
-
-
-def _state_for(
-    delivery: Delivery, result: SendResult | None, policy: Policy, now: datetime
-) -> NextState:
-    if result is None:  # nothing was sent: the claim's attempt number is given back
-        reason = "endpoint deactivated"
-        return NextState(
-            retry.Outcome.FATAL,
-            {
-                "status": Delivery.Status.DEAD,
-                "next_attempt_at": None,
-                "lease_expires_at": None,
-                "last_error": reason,
-                "attempt_count": delivery.attempt_count - 1,
-            },
-            dead_reason=reason,
-        )
-    return next_state(delivery=delivery, result=result, policy=policy, now=now)
-
-
-def _apply(delivery: Delivery, state: NextState, now: datetime) -> bool:
-    updated = Delivery.objects.filter(
-        pk=delivery.pk, status=Delivery.Status.DELIVERING, attempt_count=delivery.attempt_count
-    ).update(**state.fields, updated_at=now)
-    return updated == 1
-
-
-def _attempt_row(delivery: Delivery, result: SendResult, started: datetime) -> Attempt:
-    return Attempt(
-        delivery_id=delivery.id,
-        number=delivery.attempt_count,
-        started_at=started,
-        duration_ms=result.duration_ms,
-        status_code=result.status_code,
-        error=(result.error or "")[:500],
-        response_body=result.response_body.decode("utf-8", errors="replace"),
-    )
-
-
-def _outcome_counts(recorded: list[Recorded]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in recorded:
-        if not item.sent:
-            continue
-        name = f"attempts_{item.outcome.value}"
-        counts[name] = counts.get(name, 0) + 1
-    return counts

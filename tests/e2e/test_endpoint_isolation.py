@@ -1,0 +1,42 @@
+"""A hanging endpoint must not hold back deliveries to other endpoints."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deliveries.models import Delivery
+from tests.processes import wait_until
+from tests.receivers import Answer
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_hanging_endpoint_does_not_delay_a_healthy_one(alice, homing, receiver_factory, settings):
+    settings.HOMING_DELIVERY_TIMEOUT = 4
+    hanging = receiver_factory(lambda r, n: Answer(delay=6))
+    healthy = receiver_factory()
+    for url, types in ((hanging.url, ["slow.*"]), (healthy.url, ["fast.*"])):
+        response = alice.client.post(
+            "/api/v1/endpoints", {"url": url, "event_types": types}, format="json"
+        )
+        assert response.status_code == 201
+    homing("worker", concurrency=4)
+    homing("scheduler")
+
+    for n in range(80):
+        alice.client.post("/api/v1/events", {"type": "slow.x", "data": {"n": n}}, format="json")
+    hanging.wait_for(1)
+    posted = time.time()
+    for n in range(20):
+        alice.client.post("/api/v1/events", {"type": "fast.x", "data": {"n": n}}, format="json")
+
+    arrived = healthy.wait_for(20, timeout=30)
+    latest = max(r.at for r in arrived) - posted
+    assert latest < 2.0, f"healthy deliveries waited {latest:.1f}s behind the hanging endpoint"
+    in_flight = Delivery.objects.filter(endpoint__url=hanging.url, status="delivering").count()
+    assert in_flight <= 10
+    wait_until(
+        lambda: Delivery.objects.filter(endpoint__url=healthy.url, status="succeeded").count() == 20
+    )
