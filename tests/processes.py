@@ -70,31 +70,23 @@ class Process:
 
 
 def start_worker(log_dir: Path, name: str = "worker", concurrency: int = 4, **env: str) -> Process:
-    worker = Process(
+    """The Procfile's worker: a Celery worker under run_worker, which restarts it."""
+    return Process(
         name,
         [
             sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "threads",
+            "manage.py",
+            "run_worker",
             "--concurrency",
             str(concurrency),
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
+            "--name",
+            name,
             "--loglevel",
             "WARNING",
-            "-n",
-            f"{name}@%h",
         ],
         log_dir,
         **env,
     )
-    return worker
 
 
 def start_scheduler(log_dir: Path, name: str = "scheduler", **env: str) -> Process:

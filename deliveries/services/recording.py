@@ -105,11 +105,12 @@ def record_outcomes(outcomes: list[Outcome]) -> list[Recorded | None]:
     attempts: list[Attempt] = []
     dead: list[tuple[Delivery, str]] = []
     deactivate: set[str] = set()
+    states = [_state_for(item.delivery, item.result, item.policy, now) for item in outcomes]
     with transaction.atomic():
-        for item in outcomes:
+        applied = _apply_states([item.delivery for item in outcomes], states, now)
+        for item, state in zip(outcomes, states, strict=True):
             delivery, result = item.delivery, item.result
-            state = _state_for(delivery, result, item.policy, now)
-            if not _apply(delivery, state, now):
+            if delivery.pk not in applied:
                 recorded.append(None)  # our lease lapsed; the scheduler took it back
                 continue
             if result is not None:
@@ -149,11 +150,50 @@ def _state_for(
     return next_state(delivery=delivery, result=result, policy=policy, now=now)
 
 
-def _apply(delivery: Delivery, state: NextState, now: datetime) -> bool:
-    updated = Delivery.objects.filter(
-        pk=delivery.pk, status=Delivery.Status.DELIVERING, attempt_count=delivery.attempt_count
-    ).update(**state.fields, updated_at=now)
-    return updated == 1
+def _apply_states(deliveries: list[Delivery], states: list[NextState], now: datetime) -> set[str]:
+    """Write each delivery's next state if this claim still holds it; returns those ids."""
+    if connection.vendor == "postgresql":
+        return _apply_states_at_once(deliveries, states, now)
+    applied = set()
+    for delivery, state in zip(deliveries, states, strict=True):
+        if Delivery.objects.filter(
+            pk=delivery.pk,
+            status=Delivery.Status.DELIVERING,
+            attempt_count=delivery.attempt_count,
+        ).update(**state.fields, updated_at=now):
+            applied.add(delivery.pk)
+    return applied
+
+
+def _apply_states_at_once(
+    deliveries: list[Delivery], states: list[NextState], now: datetime
+) -> set[str]:
+    # One statement for the whole batch instead of one UPDATE per delivery: the
+    # recorder's main cost at high throughput.
+    rows, params = [], []
+    for delivery, state in zip(deliveries, states, strict=True):
+        rows.append("(%s::text, %s::int, %s::text, %s::timestamptz, %s::text, %s::int)")
+        params += [
+            delivery.pk,
+            delivery.attempt_count,
+            state.fields["status"],
+            state.fields["next_attempt_at"],
+            state.fields["last_error"],
+            state.fields.get("attempt_count", delivery.attempt_count),
+        ]
+    table = Delivery._meta.db_table
+    sql = f"""
+        UPDATE {table} AS d SET status = v.status, next_attempt_at = v.next_attempt_at,
+            lease_expires_at = NULL, last_error = v.last_error, attempt_count = v.new_count,
+            updated_at = %s
+        FROM (VALUES {", ".join(rows)})
+            AS v(id, claimed_count, status, next_attempt_at, last_error, new_count)
+        WHERE d.id = v.id AND d.status = 'delivering' AND d.attempt_count = v.claimed_count
+        RETURNING d.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, *params])
+        return {row[0] for row in cursor.fetchall()}
 
 
 def _attempt_row(delivery: Delivery, result: SendResult, started_at: datetime) -> Attempt:

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from deliveries.models import Delivery
+from deliveries.services.claims import ENDPOINT_MAX_IN_FLIGHT
 from tests.processes import wait_until
 from tests.receivers import Answer
 
@@ -36,7 +37,7 @@ def test_a_hanging_endpoint_does_not_delay_a_healthy_one(alice, homing, receiver
     latest = max(r.at for r in arrived) - posted
     assert latest < 2.0, f"healthy deliveries waited {latest:.1f}s behind the hanging endpoint"
     in_flight = Delivery.objects.filter(endpoint__url=hanging.url, status="delivering").count()
-    assert in_flight <= 10
+    assert in_flight <= ENDPOINT_MAX_IN_FLIGHT
     wait_until(
         lambda: Delivery.objects.filter(endpoint__url=healthy.url, status="succeeded").count() == 20
     )
