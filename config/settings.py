@@ -143,6 +143,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True  # a killed worker's message is redeliv
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
 CELERY_TASK_IGNORE_RESULT = True  # no result backend: the database holds all state
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes every database connection around each task unless this
+# is set: a new PostgreSQL backend per message cost more than the deliveries did.
+CELERY_DB_REUSE_MAX = 1000
 if REDIS_URL:
     # Redelivery of unacked messages; the scheduler's lease sweep recovers work much
     # sooner, so this only has to exceed the longest task.

@@ -1,12 +1,21 @@
 """Publishing delivery work to Celery, by task name so nothing here imports the tasks.
 
 A message only says "look at these deliveries now"; the database decides whether they
-are due and who owns them, so a lost, late or repeated message is harmless.
+are due and who owns them, so a lost, late or repeated message is harmless: every
+delivery is also found by the scheduler's sweep once its dispatch mark lapses.
+
+The fast path after an API commit hands ids to a background publisher thread, which
+sends whatever has gathered as one message: a request does not wait on the broker,
+and under load one message carries many deliveries (fewer, larger claims).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
+import queue
+import threading
 from collections.abc import Sequence
 
 from django.db import transaction
@@ -16,6 +25,7 @@ from config.celery import app
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "deliveries.deliver"
+MESSAGE_SIZE = 50  # deliveries named in one message at most (a worker's claim batch)
 
 
 def publish_deliveries(delivery_ids: Sequence[str]) -> None:
@@ -32,4 +42,41 @@ def publish_deliveries(delivery_ids: Sequence[str]) -> None:
 def publish_deliveries_on_commit(delivery_ids: Sequence[str]) -> None:
     if delivery_ids:
         ids = list(delivery_ids)
-        transaction.on_commit(lambda: publish_deliveries(ids))
+        transaction.on_commit(lambda: _publisher().put(ids))
+
+
+class _Publisher:
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="homing-publisher", daemon=True).start()
+        atexit.register(self.flush)
+
+    def put(self, ids: list[str]) -> None:
+        self._queue.put(ids)
+
+    def _run(self) -> None:
+        while True:
+            self._publish(self._queue.get())
+
+    def _publish(self, first: list[str]) -> None:
+        batch = list(first)
+        while len(batch) < MESSAGE_SIZE:
+            try:
+                batch += self._queue.get_nowait()
+            except queue.Empty:
+                break
+        for start in range(0, len(batch), MESSAGE_SIZE):
+            publish_deliveries(batch[start : start + MESSAGE_SIZE])
+
+    def flush(self) -> None:
+        """Publish what is still queued (at interpreter exit, e.g. a gunicorn restart)."""
+        while True:
+            try:
+                self._publish(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
+
+@functools.cache
+def _publisher() -> _Publisher:
+    return _Publisher()

@@ -7,6 +7,7 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_shutting_down
 from django.conf import settings
+from django.db import DatabaseError, connection
 
 from deliveries.queue import DELIVER_TASK
 from deliveries.services.attempts import deliveries_attempt, pipeline
@@ -14,7 +15,13 @@ from deliveries.services.attempts import deliveries_attempt, pipeline
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
 def deliver(delivery_ids: list[str]) -> None:
-    deliveries_attempt(delivery_ids=delivery_ids)
+    try:
+        deliveries_attempt(delivery_ids=delivery_ids)
+    except DatabaseError:
+        # Connections outlive tasks (CELERY_DB_REUSE_MAX); drop a broken one (e.g.
+        # PostgreSQL restarted) so the next task reconnects. The scheduler re-publishes.
+        connection.close()
+        raise
 
 
 @worker_shutting_down.connect

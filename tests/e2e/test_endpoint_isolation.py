@@ -7,7 +7,7 @@ import time
 import pytest
 
 from deliveries.models import Delivery
-from deliveries.services.claims import ENDPOINT_MAX_IN_FLIGHT
+from deliveries.services.attempts import ENDPOINT_MAX_IN_FLIGHT
 from tests.processes import wait_until
 from tests.receivers import Answer
 
