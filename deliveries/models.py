@@ -49,6 +49,18 @@ class Delivery(models.Model):
                 name="delivery_due",
                 condition=Q(status="pending"),
             ),
+            # The scheduler's publish sweep: due deliveries no message was sent for ...
+            models.Index(
+                fields=["next_attempt_at"],
+                name="delivery_due_undispatched",
+                condition=Q(status="pending", dispatched_until__isnull=True),
+            ),
+            # ... and those whose message was sent but evidently lost.
+            models.Index(
+                fields=["dispatched_until"],
+                name="delivery_dispatch_lapsed",
+                condition=Q(status="pending", dispatched_until__isnull=False),
+            ),
             # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
             models.Index(
                 fields=["lease_expires_at"],

@@ -111,12 +111,10 @@ def pipeline() -> Pipeline:
     return Pipeline()
 
 
-def deliveries_attempt(
-    *, delivery_ids: Sequence[str], take_more: bool = True, wait: bool = False
-) -> list[Recorded | None]:
+def deliveries_attempt(*, delivery_ids: Sequence[str], take_more: bool = True) -> int:
     """Attempt these deliveries if due and free, plus (with `take_more`) other due ones up
-    to a batch, so that a busy system claims in batches. With `wait`, returns once all
-    are recorded (tests, commands); otherwise at once, with an empty list."""
+    to a batch, so that a busy system claims in batches. Returns how many attempts were
+    started; it does not wait for them (the recorder writes their outcomes)."""
     policy = current_policy()
     line = pipeline()
     reserved = line.reserve(BATCH_SIZE)
@@ -131,12 +129,20 @@ def deliveries_attempt(
     if excess:
         deliveries_give_back(delivery_ids=excess)
     if not admitted:
-        return []
-    deliveries = Delivery.objects.filter(pk__in=admitted).select_related("event", "endpoint")
-    recorded = [line.pool.submit(_send_and_record, delivery, policy) for delivery in deliveries]
-    if not wait:
-        return []
-    return [future.result().result() for future in recorded]
+        return 0
+    try:
+        deliveries = list(
+            Delivery.objects.filter(pk__in=admitted).select_related("event", "endpoint")
+        )
+    except BaseException:
+        # Their leases expire and the scheduler retries them; free their places here.
+        for delivery_id, endpoint_id in claimed:
+            if delivery_id in admitted:
+                line.done(endpoint_id)
+        raise
+    for delivery in deliveries:
+        line.pool.submit(_send_and_record, delivery, policy)
+    return len(deliveries)
 
 
 def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | None]:
@@ -149,30 +155,34 @@ def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | No
 
 
 def _send(delivery: Delivery, *, policy: Policy, sender: Sender) -> SendResult | None:
-    """The attempt's result, or None when the endpoint was deactivated since the claim."""
+    """The attempt's result, or None when the endpoint was deactivated since the claim.
+
+    Never raises: whatever happens, the claim gets a result to record, and the
+    process's count of attempts in flight goes down again.
+    """
     if not delivery.endpoint.is_active:
         return None
-    event = delivery.event
-    body = payload_bytes(
-        event_id=event.id,
-        event_type=event.type,
-        timestamp_iso=event_timestamp(event.created_at),
-        data=event.data,
-    )
-    headers = {
-        **delivery.endpoint.headers,
-        **webhook_headers(
-            msg_id=event.id,
-            timestamp=int(time.time()),
-            body=body,
-            secrets=endpoint_signing_secrets(endpoint=delivery.endpoint),
-        ),
-    }
     try:
+        event = delivery.event
+        body = payload_bytes(
+            event_id=event.id,
+            event_type=event.type,
+            timestamp_iso=event_timestamp(event.created_at),
+            data=event.data,
+        )
+        headers = {
+            **delivery.endpoint.headers,
+            **webhook_headers(
+                msg_id=event.id,
+                timestamp=int(time.time()),
+                body=body,
+                secrets=endpoint_signing_secrets(endpoint=delivery.endpoint),
+            ),
+        }
         return sender.send(
             url=delivery.endpoint.url, body=body, headers=headers, timeout=policy.timeout
         )
-    except Exception as exc:  # a bug must not lose the claim's bookkeeping
+    except Exception as exc:  # a bug (e.g. a corrupt secret) must not strand the claim
         logger.exception("sending delivery %s failed unexpectedly", delivery.id)
         return SendResult(None, f"internal error: {type(exc).__name__}", b"", None, 0)
 

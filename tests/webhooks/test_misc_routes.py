@@ -90,3 +90,10 @@ def _env_for_test_database() -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
     }
+
+
+def test_the_root_leads_staff_to_the_login(db):
+    response = Client().get("/")
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    login = Client().get("/admin/", follow=True)
+    assert login.status_code == 200 and b"Log in" in login.content

@@ -1,0 +1,1 @@
+"""Homing benchmarks: `make bench` (python -m bench.run)."""

@@ -1,0 +1,105 @@
+"""A fast webhook receiver for the benchmark, run in its own process.
+
+    python -m bench.receiver PORT
+
+Raw asyncio HTTP/1.1 with keep-alive (the same approach as bench/http_clients.py):
+it parses just enough to find the end of each request (Content-Length) and the
+`webhook-id` header, answers `200 ok`, and records (webhook-id, time.monotonic()) in
+memory. CLOCK_MONOTONIC is system-wide on Linux, so its times compare with the
+orchestrator's.
+
+Control routes (answered by the same server, never recorded):
+- GET /_count  -> `<number of webhook requests recorded>`
+- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds}
+- POST /_reset -> forget everything recorded so far
+The first few webhook requests are kept whole (`samples`) so the orchestrator can check
+their signatures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+SAMPLES = 3
+
+records: list[tuple[str, float]] = []
+samples: list[dict] = []
+
+
+def _answer(body: bytes, content_type: bytes = b"application/json") -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: "
+        + content_type
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+def _control(path: bytes) -> bytes:
+    if path.startswith(b"/_count"):
+        return _answer(str(len(records)).encode(), b"text/plain")
+    if path.startswith(b"/_reset"):
+        records.clear()
+        samples.clear()
+        return _answer(b"0", b"text/plain")
+    if path.startswith(b"/_dump"):
+        cpu = sum(os.times()[:2])
+        return _answer(json.dumps({"records": records, "samples": samples, "cpu": cpu}).encode())
+    return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+
+
+class Protocol(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = self.buffer[:end].split(b"\r\n")
+            length = 0
+            webhook_id = None
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                name = name.strip().lower()
+                if name == b"content-length":
+                    length = int(value)
+                elif name == b"webhook-id":
+                    webhook_id = value.strip().decode()
+            total = end + 4 + length
+            if len(self.buffer) < total:
+                return
+            request, self.buffer = self.buffer[:total], self.buffer[total:]
+            path = lines[0].split(b" ")[1] if b" " in lines[0] else b"/"
+            if path.startswith(b"/_"):
+                self.transport.write(_control(path))  # type: ignore[attr-defined]
+                continue
+            records.append((webhook_id or "", time.monotonic()))
+            if len(samples) < SAMPLES:
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(b":")
+                    headers[name.strip().decode().lower()] = value.strip().decode()
+                samples.append({"headers": headers, "body": request[end + 4 :].decode()})
+            self.transport.write(OK)  # type: ignore[attr-defined]
+
+
+async def serve(port: int) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Protocol, "127.0.0.1", port, backlog=1024)
+    print(f"receiver listening on 127.0.0.1:{port}", flush=True)
+    await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1])))
