@@ -518,7 +518,7 @@ class Bench:
             with procs.RssSampler(pids) as sampler:
                 if profile:
                     time.sleep(3)  # past the import, into the sending
-                    spy = self._spy(running[0].pid, 8, f"profile-{label}-worker1.txt")
+                    spy = self._spy(running[0].pid, 8, f"profile-{label}-worker1.txt", gil=True)
                 complete = self.wait_received(len(ids), running, timeout=self.args.drain_seconds)
                 finished = time.monotonic()
                 time.sleep(1.0)  # let any late duplicate arrive

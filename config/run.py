@@ -59,12 +59,16 @@ def main() -> int:
         cwd=ROOT,
         env=env,
     )
-    try:
-        return honcho.wait()
-    except KeyboardInterrupt:
-        # honcho got the same SIGINT and stops its children; wait for it to finish.
-        honcho.send_signal(signal.SIGINT)
-        return honcho.wait()
+
+    def stop(signum: int, frame: object) -> None:
+        # SIGTERM, not SIGINT: a process started in the background may ignore SIGINT.
+        if honcho.poll() is None:
+            honcho.send_signal(signal.SIGTERM)
+
+    # Handle Ctrl-C even if we were started with SIGINT ignored (e.g. from a script).
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return honcho.wait()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import functools
-
 from django.db import models
 from django.db.models import Q
 
-from webhooks.ids import ID_LENGTH, new_id
+from webhooks.ids import id_field
 from webhooks.models import Endpoint, Event, Tenant
 
 
@@ -18,12 +16,7 @@ class Delivery(models.Model):
         SUCCEEDED = "succeeded"
         DEAD = "dead"  # in the dead-letter queue
 
-    id = models.CharField(
-        primary_key=True,
-        max_length=ID_LENGTH,
-        default=functools.partial(new_id, "dlv"),
-        editable=False,
-    )
+    id = id_field("dlv")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
     endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="deliveries")

@@ -1,24 +1,17 @@
 from __future__ import annotations
 
-import functools
-
 from django.db import models
 from django.db.models import Q
 
 from deliveries.models import Delivery
-from webhooks.ids import ID_LENGTH, new_id
+from webhooks.ids import id_field
 from webhooks.models import Endpoint, Event, Tenant
 
 
 class DeadLetter(models.Model):
     """A delivery that gave up; kept (marked replayed) after a replay."""
 
-    id = models.CharField(
-        primary_key=True,
-        max_length=ID_LENGTH,
-        default=functools.partial(new_id, "dl"),
-        editable=False,
-    )
+    id = id_field("dl")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="dead_letters")
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="+")

@@ -161,6 +161,12 @@ class Redis:
         if self.process:
             self.process.terminate()
             self.process.wait(timeout=10)
+        # A test may have restarted Redis on this port: stop whichever server is there.
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", self.port), timeout=2) as conn,
+        ):
+            conn.sendall(b"SHUTDOWN NOSAVE\r\n")
 
     @property
     def url(self) -> str:

@@ -1,24 +1,13 @@
 from __future__ import annotations
 
-import functools
-
 from django.db import models
 from django.db.models import Q
 
-from webhooks.ids import ID_LENGTH, new_id
-
-
-def _id_field(prefix: str) -> models.CharField:
-    return models.CharField(
-        primary_key=True,
-        max_length=ID_LENGTH,
-        default=functools.partial(new_id, prefix),
-        editable=False,
-    )
+from webhooks.ids import id_field
 
 
 class Tenant(models.Model):
-    id = _id_field("ten")
+    id = id_field("ten")
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -29,7 +18,7 @@ class Tenant(models.Model):
 class ApiKey(models.Model):
     """An API key; only its SHA-256 is stored, the key itself is shown once."""
 
-    id = _id_field("key")
+    id = id_field("key")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
     # Authentication looks a key up by its hash: the unique index serves that query.
     key_hash = models.CharField(max_length=64, unique=True)
@@ -42,7 +31,7 @@ class ApiKey(models.Model):
 
 
 class Endpoint(models.Model):
-    id = _id_field("ep")
+    id = id_field("ep")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="endpoints")
     url = models.URLField(max_length=2048)
     description = models.CharField(max_length=500, blank=True, default="")
@@ -78,7 +67,7 @@ class Endpoint(models.Model):
 
 
 class Event(models.Model):
-    id = _id_field("evt")
+    id = id_field("evt")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=255)
     data = models.JSONField()

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from config.version import VERSION
+from deliveries import rate_limits
 from deliveries.models import Delivery
 from deliveries.policy import Policy, current_policy
 from deliveries.sender import Sender, SendResult
@@ -140,9 +142,29 @@ def deliveries_attempt(*, delivery_ids: Sequence[str], take_more: bool = True) -
             if delivery_id in admitted:
                 line.done(endpoint_id)
         raise
+    deliveries = _within_rate_limits(deliveries, line)
     for delivery in deliveries:
         line.pool.submit(_send_and_record, delivery, policy)
     return len(deliveries)
+
+
+def _within_rate_limits(deliveries: list[Delivery], line: Pipeline) -> list[Delivery]:
+    """Those that may be sent this second; the others are given back for the next one."""
+    now = time.time()
+    verdict = rate_limits.allowed(
+        endpoint_ids=[d.endpoint_id for d in deliveries],
+        limits={d.endpoint_id: d.endpoint.rate_limit for d in deliveries if d.endpoint.rate_limit},
+        second=int(now),
+    )
+    throttled = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
+    if throttled:
+        deliveries_give_back(
+            delivery_ids=[d.id for d in throttled],
+            delay=timedelta(seconds=math.ceil(now) - now + 0.01),
+        )
+        for delivery in throttled:
+            line.done(delivery.endpoint_id)
+    return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
 
 
 def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | None]:

@@ -46,14 +46,16 @@ def deliveries_claim(
     return claimed
 
 
-def deliveries_give_back(*, delivery_ids: Sequence[str]) -> None:
-    """Undo a claim without an attempt: the deliveries are due again a moment later."""
+def deliveries_give_back(
+    *, delivery_ids: Sequence[str], delay: timedelta = GIVE_BACK_DELAY
+) -> None:
+    """Undo a claim without an attempt: the deliveries are due again after `delay`."""
     now = timezone.now()
     Delivery.objects.filter(pk__in=delivery_ids, status=Delivery.Status.DELIVERING).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,
         attempt_count=F("attempt_count") - 1,
-        next_attempt_at=now + GIVE_BACK_DELAY,
+        next_attempt_at=now + delay,
         updated_at=now,
     )
 

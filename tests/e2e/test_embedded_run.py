@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -103,10 +104,14 @@ def test_make_run_embedded_delivers_an_event(tmp_path):
         assert f"http://127.0.0.1:{port}/" in output and "create_tenant" in output
     finally:
         os.kill(run.pid, signal.SIGINT)  # what Ctrl-C sends
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             run.wait(timeout=30)
-        finally:
-            receiver.stop()
-            log.close()
-    leftovers = subprocess.run(["pgrep", "-s", str(run.pid)], capture_output=True, text=True)
-    assert leftovers.stdout.strip() == "", "processes survived Ctrl-C"
+        leftovers = subprocess.run(
+            ["pgrep", "-s", str(run.pid)], capture_output=True, text=True
+        ).stdout.split()
+        if leftovers:
+            os.killpg(run.pid, signal.SIGKILL)  # do not leak them into the rest of the suite
+        receiver.stop()
+        log.close()
+    assert run.returncode is not None, "make run did not stop on Ctrl-C"
+    assert leftovers == [], "processes survived Ctrl-C"

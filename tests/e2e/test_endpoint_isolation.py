@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import time
 
 import pytest
@@ -41,3 +42,23 @@ def test_a_hanging_endpoint_does_not_delay_a_healthy_one(alice, homing, receiver
     wait_until(
         lambda: Delivery.objects.filter(endpoint__url=healthy.url, status="succeeded").count() == 20
     )
+
+
+def test_rate_limit_caps_attempts_per_second(alice, homing, receiver_factory):
+    receiver = receiver_factory()
+    response = alice.client.post(
+        "/api/v1/endpoints", {"url": receiver.url, "rate_limit": 2}, format="json"
+    )
+    assert response.status_code == 201
+    homing("worker")
+    homing("scheduler")
+    for n in range(10):
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
+
+    arrived = receiver.wait_for(10, timeout=30)
+    per_second = collections.Counter(int(r.at) for r in arrived)
+    # The worker counts by its clock when it sends; allow one that lands a moment later.
+    assert max(per_second.values()) <= 3, per_second
+    assert arrived[-1].at - arrived[0].at >= 3.5  # 10 at 2/s take at least 4 seconds
+    wait_until(lambda: Delivery.objects.filter(status="succeeded").count() == 10)
+    assert Delivery.objects.filter(attempt_count=1).count() == 10  # waits cost no attempt

@@ -80,13 +80,9 @@ def test_a_worker_killed_mid_attempt_loses_nothing(alice, homing, receiver_facto
     assert lost == in_flight
 
 
-def _restart_redis(redis_url: str) -> None:
+def _start_redis(redis_url: str) -> subprocess.Popen[bytes]:
+    """A fresh, empty Redis on the suite's port (tests/harness.py started the first)."""
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    client = redis.Redis.from_url(redis_url)
-    client.flushall()
-    with contextlib.suppress(redis.ConnectionError):
-        client.shutdown(nosave=True)
-    time.sleep(1)
     server = subprocess.Popen(
         [
             os.environ["HOMING_TEST_REDIS_SERVER"],
@@ -100,9 +96,18 @@ def _restart_redis(redis_url: str) -> None:
             "no",
         ],
         stdout=subprocess.DEVNULL,
+        start_new_session=True,
     )
     wait_until(lambda: _pings(redis_url), timeout=10)
     return server
+
+
+def _stop_redis(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    with contextlib.suppress(redis.ConnectionError):
+        client.shutdown(nosave=True)
+    wait_until(lambda: not _pings(redis_url), timeout=10)
 
 
 def _pings(url: str) -> bool:
@@ -119,39 +124,14 @@ def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, re
     homing("scheduler")
     first = send_events(alice, 30)
     receiver.wait_for(1)
-    server = _restart_redis(redis_url)  # queued messages are gone
-    try:
-        second = send_events(alice, 10)
-        wait_until(
-            lambda: all_succeeded(40), timeout=120, message="deliveries lost with Redis's messages"
-        )
-        assert {r.headers["webhook-id"] for r in receiver.requests} == set(first + second)
-    finally:
-        server.terminate()
-        server.wait()
-        # Leave a Redis for the rest of the suite.
-        _restart_redis_for_suite(redis_url)
-
-
-def _restart_redis_for_suite(redis_url: str) -> None:
-    if not _pings(redis_url):
-        port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-        subprocess.Popen(
-            [
-                os.environ["HOMING_TEST_REDIS_SERVER"],
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_until(lambda: _pings(redis_url), timeout=10)
+    _stop_redis(redis_url)  # queued messages are gone with it
+    time.sleep(1)
+    _start_redis(redis_url)  # left running for the rest of the suite
+    second = send_events(alice, 10)
+    wait_until(
+        lambda: all_succeeded(40), timeout=120, message="deliveries lost with Redis's messages"
+    )
+    assert {r.headers["webhook-id"] for r in receiver.requests} == set(first + second)
 
 
 def _pg_ctl(action: str) -> None:
