@@ -5,7 +5,16 @@ from rest_framework import serializers
 from deliveries.models import Attempt, Delivery
 
 
+class BlankAsNullField(serializers.CharField):
+    """An optional message stored as '' (CharField), shown as null when there is none."""
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
+
+
 class AttemptSerializer(serializers.ModelSerializer):
+    error = BlankAsNullField(read_only=True, allow_null=True)
+
     class Meta:
         model = Attempt
         fields = ["number", "started_at", "duration_ms", "status_code", "error", "response_body"]
@@ -15,6 +24,7 @@ class DeliverySerializer(serializers.ModelSerializer):
     event_id = serializers.CharField(read_only=True)
     endpoint_id = serializers.CharField(read_only=True)
     attempts = AttemptSerializer(many=True, read_only=True)
+    last_error = BlankAsNullField(read_only=True, allow_null=True)
 
     class Meta:
         model = Delivery

@@ -57,6 +57,7 @@ def test_a_delivery_is_signed_and_verifies_with_standardwebhooks(alice, homing, 
     detail = alice.client.get(f"/api/v1/deliveries/{event['deliveries'][0]['id']}").json()
     assert detail["attempt_count"] == 1 and detail["attempts"][0]["status_code"] == 200
     assert detail["attempts"][0]["response_body"] == "ok"
+    assert detail["attempts"][0]["error"] is None and detail["last_error"] is None
 
 
 def test_after_rotation_both_secrets_verify(alice, homing, receiver_factory):
@@ -90,6 +91,10 @@ def test_a_failing_endpoint_gets_every_attempt_then_a_dead_letter(
     wait_until(lambda: delivery_of(event).status == "dead")
     letter = DeadLetter.objects.get(delivery_id=event["deliveries"][0]["id"])
     assert letter.reason == "HTTP 503 after 4 attempts"
+    detail = alice.client.get(f"/api/v1/deliveries/{letter.delivery_id}").json()
+    assert detail["status"] == "dead" and detail["last_error"] == "HTTP 503 after 4 attempts"
+    assert [a["status_code"] for a in detail["attempts"]] == [503] * 4
+    assert [a["response_body"] for a in detail["attempts"]] == ["down"] * 4
     assert {r.headers["webhook-id"] for r in requests} == {event["id"]}
     import time
 
