@@ -150,6 +150,8 @@ class Bench:
                 app,
                 "--workers",
                 str(self.args.web_workers),
+                "--threads",
+                str(self.args.web_threads),
                 "--bind",
                 f"127.0.0.1:{port}",
             ],
@@ -355,7 +357,8 @@ class Bench:
             self.stop(hello)
         self.results["gunicorn_hello"] = self._load_figures(result)
         say(
-            f"gunicorn ceiling (trivial WSGI app, {self.args.web_workers} sync workers, "
+            f"gunicorn ceiling (trivial WSGI app, {self.args.web_workers} workers x "
+            f"{self.args.web_threads} threads, "
             f"{clients} clients): {result.rate:.0f} req/s, p50 {result.percentile(50) * 1e3:.1f} ms"
         )
 
@@ -893,7 +896,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="worker process counts to try, e.g. 1,2",
     )
     parser.add_argument("--concurrency", type=int, default=8, help="threads per Celery worker")
-    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn sync workers")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument(
+        "--web-threads", type=int, default=4, help="threads per gunicorn worker (as the Procfile)"
+    )
     parser.add_argument("--clients", type=int, default=8, help="concurrent API clients")
     parser.add_argument(
         "--endpoints",
