@@ -201,6 +201,13 @@ class Bench:
             time.sleep(0.2)
         raise BenchError(f"{process.name} did not answer 200 on {path} ({last})")
 
+    def check_servers(self) -> None:
+        """Fail fast, instead of waiting out every time limit, if a server has died."""
+        if self.redis and self.redis.process and self.redis.process.poll() is not None:
+            raise BenchError(f"redis-server exited (code {self.redis.process.returncode})")
+        if self.postgres and not (self.postgres.datadir / "postmaster.pid").exists():
+            raise BenchError("PostgreSQL is no longer running (no postmaster.pid)")
+
     def wait_received(
         self, count: int, watch: list[procs.Managed], timeout: float, stall: float = 60
     ) -> bool:
@@ -209,6 +216,7 @@ class Bench:
         seen, progressed, reported = -1, time.monotonic(), time.monotonic()
         while time.monotonic() < deadline:
             self.check_alive(*watch)
+            self.check_servers()
             now_seen = self.received_count()
             if now_seen >= count:
                 return True
@@ -277,7 +285,7 @@ class Bench:
                 "lease_expires_at = NULL WHERE status IN ('pending', 'delivering')"
             )
             leftover = cursor.rowcount
-        client = redis.Redis.from_url(self.redis.url)  # type: ignore[union-attr]
+        client = redis.Redis.from_url(self.redis.url, socket_timeout=10)  # type: ignore[union-attr]
         client.delete("celery", "unacked", "unacked_index")
         client.close()
         if leftover:
