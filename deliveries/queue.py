@@ -25,6 +25,7 @@ from config.celery import app
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "deliveries.deliver"
+RETRY_WHEN_FREE_TASK = "deliveries.retry_when_free"
 MESSAGE_SIZE = 50  # deliveries named in one message at most (a worker's claim batch)
 
 
@@ -37,6 +38,14 @@ def publish_deliveries(delivery_ids: Sequence[str]) -> None:
         logger.warning(
             "could not publish %d deliveries; the sweep will", len(delivery_ids), exc_info=True
         )
+
+
+def publish_retry_when_free(delivery_id: str, *, tries_left: int) -> None:
+    """Ask again in a second whether an in-flight delivery is free for a manual retry."""
+    try:
+        app.send_task(RETRY_WHEN_FREE_TASK, args=[delivery_id, tries_left], countdown=1)
+    except Exception:
+        logger.warning("could not schedule the retry of %s", delivery_id, exc_info=True)
 
 
 def publish_deliveries_on_commit(delivery_ids: Sequence[str]) -> None:

@@ -9,8 +9,9 @@ from celery.signals import worker_shutting_down
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from deliveries.queue import DELIVER_TASK
+from deliveries.queue import DELIVER_TASK, RETRY_WHEN_FREE_TASK
 from deliveries.services.attempts import deliveries_attempt, pipeline
+from deliveries.services.lifecycle import delivery_retry_when_free
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
@@ -22,6 +23,11 @@ def deliver(delivery_ids: list[str]) -> None:
         # PostgreSQL restarted) so the next task reconnects. The scheduler re-publishes.
         connection.close()
         raise
+
+
+@shared_task(name=RETRY_WHEN_FREE_TASK, ignore_result=True)
+def retry_when_free(delivery_id: str, tries_left: int) -> None:
+    delivery_retry_when_free(delivery_id=delivery_id, tries_left=tries_left)
 
 
 @worker_shutting_down.connect

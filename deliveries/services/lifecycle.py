@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
-from deliveries.queue import publish_deliveries_on_commit
+from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
 from deliveries.services.creation import DISPATCH_GRACE
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.exceptions import HomingError
@@ -50,8 +50,9 @@ def endpoint_deactivate(*, endpoint_id: str) -> None:
             deliveries_kill_for_endpoint(endpoint_id=endpoint_id, reason="endpoint deactivated")
 
 
-class DeliveryBusy(HomingError):
-    status_code = 409
+# A manual retry waits for an attempt in flight this many seconds at most: longer than
+# any lease, after which the scheduler has taken a dead worker's delivery back.
+RETRY_WAIT_TRIES = 120
 
 
 class EndpointInactive(HomingError):
@@ -64,7 +65,8 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
     A pending delivery keeps its schedule and is simply due now. A succeeded or dead one
     gets exactly one extra attempt: its schedule is treated as spent, so a failure parks
     it again instead of starting the whole retry schedule over (that is what a
-    dead-letter replay is for).
+    dead-letter replay is for). One in flight gets its extra attempt once the current
+    attempt is recorded, so two attempts never overlap.
     """
     if not delivery.endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it first.")
@@ -85,8 +87,23 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
             .exclude(status=Delivery.Status.DELIVERING)
             .update(**fields)
         )
-        if not updated:
-            raise DeliveryBusy("An attempt of this delivery is in flight; try again shortly.")
-        publish_deliveries_on_commit([delivery.pk])
+        if updated:
+            publish_deliveries_on_commit([delivery.pk])
+        else:  # in flight (or just claimed): come back when its attempt is recorded
+            transaction.on_commit(
+                lambda: publish_retry_when_free(delivery.pk, tries_left=RETRY_WAIT_TRIES)
+            )
     delivery.refresh_from_db()
     return delivery
+
+
+def delivery_retry_when_free(*, delivery_id: str, tries_left: int) -> None:
+    """The retry asked for while an attempt was in flight, once that attempt is over."""
+    delivery = Delivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
+    if delivery is None or not delivery.endpoint.is_active:
+        return
+    if delivery.status == Delivery.Status.DELIVERING:
+        if tries_left > 0:
+            publish_retry_when_free(delivery_id, tries_left=tries_left - 1)
+        return
+    delivery_retry_now(delivery=delivery)

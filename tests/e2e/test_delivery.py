@@ -177,3 +177,22 @@ def test_retry_and_replay_keep_the_webhook_id(alice, homing, receiver_factory):
     assert retried.status_code == 202
     receiver.wait_for(3)
     assert receiver.requests[2].headers["webhook-id"] == event["id"]
+
+
+def test_retry_while_an_attempt_is_in_flight_adds_one_after_it(alice, homing, receiver_factory):
+    receiver = receiver_factory(lambda request, n: Answer(delay=2.0) if n == 0 else Answer())
+    make_endpoint(alice, receiver.url)
+    homing("worker")
+    homing("scheduler")
+    event = send_event(alice)
+    receiver.wait_for(1)  # the first attempt is now in flight, held by the receiver
+    assert delivery_of(event).status == "delivering"
+
+    response = alice.client.post(f"/api/v1/deliveries/{event['deliveries'][0]['id']}/retry")
+
+    assert response.status_code == 202
+    first, second = receiver.wait_for(2, timeout=20)
+    assert second.at - first.at >= 2.0  # never two attempts of one delivery at once
+    assert second.headers["webhook-id"] == event["id"]
+    wait_until(lambda: delivery_of(event).attempts.count() == 2)
+    assert delivery_of(event).status == "succeeded"
