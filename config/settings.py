@@ -6,7 +6,7 @@ from pathlib import Path
 
 import environ
 
-from config.durations import parse_duration
+from deliveries.retry import parse_duration  # pure: imports nothing of Django
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"

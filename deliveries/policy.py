@@ -22,10 +22,6 @@ class Policy:
     timeout: float
 
     @property
-    def max_attempts(self) -> int:
-        return len(self.schedule) + 1
-
-    @property
     def lease_seconds(self) -> float:
         return self.timeout + LEASE_MARGIN_SECONDS
 
