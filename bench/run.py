@@ -111,26 +111,20 @@ class Bench:
         return done.stdout
 
     def start_workers(self, count: int) -> list[procs.Managed]:
+        """The Procfile's worker: run_worker supervising a Celery worker."""
         return [
             self.start(
                 f"worker{i + 1}",
                 [
                     sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "--pool",
-                    "threads",
+                    "manage.py",
+                    "run_worker",
                     "--concurrency",
                     str(self.args.concurrency),
-                    "--without-gossip",
-                    "--without-mingle",
+                    "--name",
+                    f"bench{i + 1}",
                     "--loglevel",
                     "WARNING",
-                    "-n",
-                    f"bench{i + 1}@%h",
                 ],
             )
             for i in range(count)
@@ -529,7 +523,9 @@ class Bench:
             with procs.RssSampler(pids) as sampler:
                 if profile:
                     time.sleep(3)  # past the import, into the sending
-                    spy = self._spy(running[0].pid, 8, f"profile-{label}-worker1.txt", gil=True)
+                    spy = self._spy(
+                        running[0].pid, 8, f"profile-{label}-worker1.txt", True, gil=True
+                    )
                 complete = self.wait_received(len(ids), running, timeout=self.args.drain_seconds)
                 finished = time.monotonic()
                 time.sleep(1.0)  # let any late duplicate arrive
