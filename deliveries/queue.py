@@ -5,28 +5,41 @@ are due and who owns them, so a lost, late or repeated message is harmless: ever
 delivery is also found by the scheduler's sweep once its dispatch mark lapses.
 
 The fast path after an API commit hands ids to a background publisher thread, which
-sends whatever has gathered as one message: a request does not wait on the broker,
-and under load one message carries many deliveries (fewer, larger claims).
+sends whatever has gathered as one message: a request does not wait on the broker.
+
+It rings a doorbell first: a Redis key set with NX while a wake-up message is on its
+way. If the key is already up, no message is sent: the worker that takes the pending
+message clears the key *before* it claims, and claims every due delivery, so it finds
+these too. Under load, then, thousands of commits cost a handful of messages instead
+of one each (a message cost a worker more CPU than the webhook it announced). The key
+expires by itself, so a lost message holds back the fast path for DOORBELL_TTL at most
+(and idle workers poll the database meanwhile).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import queue
 import threading
 from collections.abc import Sequence
 
+import redis
+from django.conf import settings
 from django.db import transaction
 
 from config.celery import app
+from config.redis_client import redis_client
 
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "deliveries.deliver"
 RETRY_WHEN_FREE_TASK = "deliveries.retry_when_free"
 MESSAGE_SIZE = 50  # deliveries named in one message at most (a worker's claim batch)
+DOORBELL_KEY = "homing:doorbell"
+DOORBELL_TTL_MS = 1000
 
 
 def publish_deliveries(delivery_ids: Sequence[str]) -> None:
@@ -38,6 +51,29 @@ def publish_deliveries(delivery_ids: Sequence[str]) -> None:
         logger.warning(
             "could not publish %d deliveries; the sweep will", len(delivery_ids), exc_info=True
         )
+
+
+def wake_workers(delivery_ids: Sequence[str]) -> None:
+    """Publish these deliveries unless a wake-up message is already on its way."""
+    if _doorbell_rung():
+        publish_deliveries(delivery_ids)
+
+
+def doorbell_answered() -> None:
+    """A worker took a wake-up message and is about to claim: let the next commit ring."""
+    if settings.REDIS_URL:
+        with contextlib.suppress(redis.RedisError, OSError):  # it expires by itself anyway
+            redis_client().delete(DOORBELL_KEY)
+
+
+def _doorbell_rung() -> bool:
+    """True when this call raised the doorbell (so it must send the message)."""
+    if not settings.REDIS_URL:
+        return True  # the embedded set-up: one message per commit batch
+    try:
+        return bool(redis_client().set(DOORBELL_KEY, 1, nx=True, px=DOORBELL_TTL_MS))
+    except (redis.RedisError, OSError):
+        return True  # publish anyway: a redundant message is harmless
 
 
 def publish_retry_when_free(delivery_id: str, *, tries_left: int) -> None:
@@ -75,7 +111,7 @@ class _Publisher:
             except queue.Empty:
                 break
         for start in range(0, len(batch), MESSAGE_SIZE):
-            publish_deliveries(batch[start : start + MESSAGE_SIZE])
+            wake_workers(batch[start : start + MESSAGE_SIZE])
 
     def flush(self) -> None:
         """Publish what is still queued (at interpreter exit, e.g. a gunicorn restart)."""

@@ -7,7 +7,6 @@ does not answer, attempts are let through: a missed limit is better than a stall
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections import Counter
@@ -16,15 +15,12 @@ from collections.abc import Sequence
 import redis
 from django.conf import settings
 
+from config.redis_client import redis_client
+
 logger = logging.getLogger(__name__)
 
 _local_counts: Counter[tuple[str, int]] = Counter()
 _local_lock = threading.Lock()
-
-
-@functools.cache
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
 
 
 def allowed(*, endpoint_ids: Sequence[str], limits: dict[str, int], second: int) -> list[bool]:
@@ -42,7 +38,7 @@ def _count(endpoint_ids: list[str], second: int) -> list[int]:
     """The running count of attempts to each endpoint in `second`, this one included."""
     if settings.REDIS_URL:
         try:
-            pipe = _redis().pipeline(transaction=False)
+            pipe = redis_client().pipeline(transaction=False)
             for endpoint in endpoint_ids:
                 key = f"homing:rate:{endpoint}:{second}"
                 pipe.incr(key)

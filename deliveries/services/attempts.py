@@ -1,12 +1,13 @@
 """The worker's job: claim due deliveries, send them in parallel, record the attempts.
 
 No transaction or row lock is held across an HTTP call:
-1. claim (claims.py): one conditional UPDATE takes due rows with a lease;
+1. claim (claims.py, driven by dispatcher.py): one conditional UPDATE takes due rows
+   with a lease;
 2. send: each attempt in a sending thread, bounded by HOMING_DELIVERY_TIMEOUT;
 3. record (recording.py): the recorder thread writes results in batches.
-The Celery task returns once its sends are under way, so a hanging endpoint holds a
-sending thread, never a Celery worker slot. If the process dies meanwhile, the leases
-expire and the scheduler retries those deliveries.
+A hanging endpoint holds sending threads (at most ENDPOINT_MAX_IN_FLIGHT), never the
+dispatcher or a Celery worker slot. If the process dies meanwhile, the leases expire and
+the scheduler retries those deliveries.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -26,10 +26,9 @@ from django.utils import timezone
 
 from config.version import VERSION
 from deliveries import rate_limits
-from deliveries.models import Delivery
-from deliveries.policy import Policy, current_policy
+from deliveries.policy import Policy
 from deliveries.sender import Sender, SendResult
-from deliveries.services.claims import deliveries_claim, deliveries_give_back
+from deliveries.services.claims import Claimed, deliveries_give_back
 from deliveries.services.recording import Outcome, Recorded, Recorder
 from deliveries.signing import payload_bytes, webhook_headers
 from webhooks.services.endpoints import endpoint_signing_secrets
@@ -46,6 +45,8 @@ SEND_THREADS = 200
 # holds at most half of the sending threads, and a healthy one still gets 2,000
 # deliveries/s at 50 ms per round trip.
 ENDPOINT_MAX_IN_FLIGHT = 100
+# A claim waits until at least this many sending threads are free.
+MIN_RESERVATION = 10
 # Keep-alive connections kept per receiving host (more are opened when needed).
 ENDPOINT_CONNECTIONS = 16
 
@@ -68,23 +69,24 @@ class Pipeline:
 
     def reserve(self, wanted: int) -> int:
         """Wait for room, then reserve up to `wanted` attempts; returns how many."""
+        enough = min(wanted, MIN_RESERVATION)  # not a claim per freed thread when busy
         with self._changed:
-            self._changed.wait_for(lambda: self._reserved < SEND_THREADS)
+            self._changed.wait_for(lambda: SEND_THREADS - self._reserved >= enough)
             granted = min(wanted, SEND_THREADS - self._reserved)
             self._reserved += granted
             return granted
 
-    def admit(self, claimed: list[tuple[str, str]], reserved: int) -> tuple[list[str], list[str]]:
-        """Split claimed (delivery, endpoint) pairs into those to send now and those
-        over their endpoint's cap; frees the reservations not used."""
+    def admit(self, claimed: list[Claimed], reserved: int) -> tuple[list[Claimed], list[Claimed]]:
+        """Split claimed deliveries into those to send now and those over their
+        endpoint's cap; frees the reservations not used."""
         admitted, excess = [], []
         with self._changed:
-            for delivery_id, endpoint_id in claimed:
-                if self._per_endpoint[endpoint_id] < ENDPOINT_MAX_IN_FLIGHT:
-                    self._per_endpoint[endpoint_id] += 1
-                    admitted.append(delivery_id)
+            for delivery in claimed:
+                if self._per_endpoint[delivery.endpoint_id] < ENDPOINT_MAX_IN_FLIGHT:
+                    self._per_endpoint[delivery.endpoint_id] += 1
+                    admitted.append(delivery)
                 else:
-                    excess.append(delivery_id)
+                    excess.append(delivery)
             self._reserved -= reserved - len(admitted)
             self._changed.notify_all()
         return admitted, excess
@@ -113,42 +115,27 @@ def pipeline() -> Pipeline:
     return Pipeline()
 
 
-def deliveries_attempt(*, delivery_ids: Sequence[str], take_more: bool = True) -> int:
-    """Attempt these deliveries if due and free, plus (with `take_more`) other due ones up
-    to a batch, so that a busy system claims in batches. Returns how many attempts were
-    started; it does not wait for them (the recorder writes their outcomes)."""
-    policy = current_policy()
+def attempts_start(*, claimed: list[Claimed], reserved: int, policy: Policy) -> int:
+    """Send the claimed deliveries from the sending threads, within their endpoint's cap
+    and rate limit (the others are given back). `reserved` places were reserved for
+    them. Returns how many attempts were started; the recorder writes their outcomes."""
     line = pipeline()
-    reserved = line.reserve(BATCH_SIZE)
-    try:
-        claimed = deliveries_claim(
-            delivery_ids=delivery_ids, limit=reserved, policy=policy, take_more=take_more
-        )
-    except BaseException:
-        line.cancel(reserved)
-        raise
     admitted, excess = line.admit(claimed, reserved)
     if excess:
-        deliveries_give_back(delivery_ids=excess)
-    if not admitted:
-        return 0
+        deliveries_give_back(delivery_ids=[c.id for c in excess])
     try:
-        deliveries = list(
-            Delivery.objects.filter(pk__in=admitted).select_related("event", "endpoint")
-        )
+        started = _within_rate_limits(admitted, line)
     except BaseException:
         # Their leases expire and the scheduler retries them; free their places here.
-        for delivery_id, endpoint_id in claimed:
-            if delivery_id in admitted:
-                line.done(endpoint_id)
+        for delivery in admitted:
+            line.done(delivery.endpoint_id)
         raise
-    deliveries = _within_rate_limits(deliveries, line)
-    for delivery in deliveries:
+    for delivery in started:
         line.pool.submit(_send_and_record, delivery, policy)
-    return len(deliveries)
+    return len(started)
 
 
-def _within_rate_limits(deliveries: list[Delivery], line: Pipeline) -> list[Delivery]:
+def _within_rate_limits(deliveries: list[Claimed], line: Pipeline) -> list[Claimed]:
     """Those that may be sent this second; the others are given back for the next one."""
     now = time.time()
     verdict = rate_limits.allowed(
@@ -167,7 +154,7 @@ def _within_rate_limits(deliveries: list[Delivery], line: Pipeline) -> list[Deli
     return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
 
 
-def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | None]:
+def _send_and_record(delivery: Claimed, policy: Policy) -> Future[Recorded | None]:
     line = pipeline()
     started_at = timezone.now()
     result = _send(delivery, policy=policy, sender=line.sender)
@@ -176,7 +163,7 @@ def _send_and_record(delivery: Delivery, policy: Policy) -> Future[Recorded | No
     return recorded
 
 
-def _send(delivery: Delivery, *, policy: Policy, sender: Sender) -> SendResult | None:
+def _send(delivery: Claimed, *, policy: Policy, sender: Sender) -> SendResult | None:
     """The attempt's result, or None when the endpoint was deactivated since the claim.
 
     Never raises: whatever happens, the claim gets a result to record, and the

@@ -5,12 +5,18 @@ numbers their attempt. Two claimers never get the same row: SKIP LOCKED makes th
 take disjoint rows on PostgreSQL, and the outer `status` check is re-evaluated on a
 row a concurrent claimer just changed (the only guard on SQLite, which serialises
 writers anyway).
+
+A claim returns plain records with the event and endpoint loaded (two more queries per
+batch, not per delivery): the worker handles hundreds of them a second, and building
+three model instances for each cost more than sending it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -18,32 +24,64 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.policy import Policy
+from webhooks.models import Endpoint, Event
 
 # How long a delivery given back (its endpoint had too many attempts in flight) waits
 # before it is due again.
 GIVE_BACK_DELAY = timedelta(milliseconds=500)
 
 
-def deliveries_claim(
-    *, delivery_ids: Sequence[str], limit: int, policy: Policy, take_more: bool
-) -> list[tuple[str, str]]:
-    """Claim these deliveries if due and free, then (with `take_more`) other due ones up
-    to `limit`. Returns (delivery id, endpoint id) pairs.
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    id: str
+    type: str
+    data: Any
+    created_at: datetime
 
-    Other due ones are taken only when all of `delivery_ids` were still free: if some
-    were taken, another worker is already draining the backlog, and looking again would
-    only contend with it.
-    """
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A delivery this worker holds the lease of, with what its attempt needs."""
+
+    id: str
+    tenant_id: str
+    attempt_count: int  # the number of the attempt this claim makes
+    schedule_offset: int
+    event: ClaimedEvent
+    endpoint: Endpoint
+
+    @property
+    def event_id(self) -> str:
+        return self.event.id
+
+    @property
+    def endpoint_id(self) -> str:
+        return self.endpoint.id
+
+    @property
+    def attempts_in_schedule(self) -> int:
+        return self.attempt_count - self.schedule_offset
+
+
+def deliveries_claim(*, delivery_ids: Sequence[str], limit: int, policy: Policy) -> list[Claimed]:
+    """Claim these deliveries if due and free, then other due ones up to `limit`."""
     now = timezone.now()
     lease_until = now + timedelta(seconds=policy.lease_seconds)
     ids = list(dict.fromkeys(delivery_ids))[:limit]
-    claimed: list[tuple[str, str]] = []
+    rows: list[tuple[Any, ...]] = []
     if ids:
         placeholders = ", ".join(["%s"] * len(ids))
-        claimed += _claim(f"id IN ({placeholders})", ids, now, lease_until, limit)
-    if take_more and len(claimed) == len(ids) and len(claimed) < limit:
-        claimed += _claim("1 = 1", [], now, lease_until, limit - len(claimed))
-    return claimed
+        rows += _claim(f"id IN ({placeholders})", ids, now, lease_until, limit)
+    if len(rows) < limit:
+        rows += _claim("1 = 1", [], now, lease_until, limit - len(rows))
+    return _with_events_and_endpoints(rows)
+
+
+def deliveries_due_exist() -> bool:
+    """Whether any delivery is due: a read, so an idle worker's poll takes no write lock."""
+    return Delivery.objects.filter(
+        status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now()
+    ).exists()
 
 
 def deliveries_give_back(
@@ -62,7 +100,7 @@ def deliveries_give_back(
 
 def _claim(
     condition: str, params: list[str], now: datetime, lease_until: datetime, limit: int
-) -> list[tuple[str, str]]:
+) -> list[tuple[Any, ...]]:
     table = Delivery._meta.db_table
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
@@ -78,8 +116,33 @@ def _claim(
             WHERE {condition} AND status = 'pending' AND next_attempt_at <= %s
             LIMIT %s{skip_locked}
         ) AND status = 'pending' AND next_attempt_at <= %s
-        RETURNING id, endpoint_id
+        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
     """
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [lease_until, now, *params, now, limit, now])
-        return [(row[0], row[1]) for row in cursor.fetchall()]
+        return cursor.fetchall()
+
+
+def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
+    if not rows:
+        return []
+    events = {
+        event_id: ClaimedEvent(event_id, event_type, data, created_at)
+        for event_id, event_type, data, created_at in Event.objects.filter(
+            pk__in={row[2] for row in rows}
+        ).values_list("id", "type", "data", "created_at")
+    }
+    endpoints = Endpoint.objects.in_bulk({row[3] for row in rows})
+    return [
+        Claimed(
+            id=delivery_id,
+            tenant_id=tenant_id,
+            attempt_count=attempt_count,
+            schedule_offset=schedule_offset,
+            event=events[event_id],
+            endpoint=endpoints[endpoint_id],
+        )
+        for delivery_id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset in rows
+        # An endpoint deleted since the claim took its deliveries with it (cascade).
+        if endpoint_id in endpoints and event_id in events
+    ]

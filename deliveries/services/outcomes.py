@@ -10,6 +10,7 @@ from deliveries import retry
 from deliveries.models import Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
+from deliveries.services.claims import Claimed
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class NextState:
 
 
 def next_state(
-    *, delivery: Delivery, result: SendResult, policy: Policy, now: datetime
+    *, delivery: Delivery | Claimed, result: SendResult, policy: Policy, now: datetime
 ) -> NextState:
     """Succeeded, pending again with its next due time, or dead with a reason."""
     verdict = retry.classify(status_code=result.status_code, error=result.error)

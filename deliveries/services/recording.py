@@ -23,6 +23,7 @@ from deliveries import retry
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
+from deliveries.services.claims import Claimed
 from deliveries.services.lifecycle import endpoint_deactivate
 from deliveries.services.outcomes import NextState, next_state
 from dlq.services.dead_letters import dead_letters_create
@@ -40,7 +41,7 @@ WRITE_PATIENCE_SECONDS = 30
 class Outcome:
     """What was sent (None: nothing, the endpoint was deactivated) and when."""
 
-    delivery: Delivery
+    delivery: Claimed
     result: SendResult | None
     started_at: datetime
     policy: Policy
@@ -103,14 +104,14 @@ def record_outcomes(outcomes: list[Outcome]) -> list[Recorded | None]:
     now = timezone.now()
     recorded: list[Recorded | None] = []
     attempts: list[Attempt] = []
-    dead: list[tuple[Delivery, str]] = []
+    dead: list[tuple[Claimed, str]] = []
     deactivate: set[str] = set()
     states = [_state_for(item.delivery, item.result, item.policy, now) for item in outcomes]
     with transaction.atomic():
         applied = _apply_states([item.delivery for item in outcomes], states, now)
         for item, state in zip(outcomes, states, strict=True):
             delivery, result = item.delivery, item.result
-            if delivery.pk not in applied:
+            if delivery.id not in applied:
                 recorded.append(None)  # our lease lapsed; the scheduler took it back
                 continue
             if result is not None:
@@ -132,7 +133,7 @@ def record_outcomes(outcomes: list[Outcome]) -> list[Recorded | None]:
 
 
 def _state_for(
-    delivery: Delivery, result: SendResult | None, policy: Policy, now: datetime
+    delivery: Claimed, result: SendResult | None, policy: Policy, now: datetime
 ) -> NextState:
     if result is None:  # nothing was sent: the claim's attempt number is given back
         reason = "endpoint deactivated"
@@ -150,23 +151,23 @@ def _state_for(
     return next_state(delivery=delivery, result=result, policy=policy, now=now)
 
 
-def _apply_states(deliveries: list[Delivery], states: list[NextState], now: datetime) -> set[str]:
+def _apply_states(deliveries: list[Claimed], states: list[NextState], now: datetime) -> set[str]:
     """Write each delivery's next state if this claim still holds it; returns those ids."""
     if connection.vendor == "postgresql":
         return _apply_states_at_once(deliveries, states, now)
     applied = set()
     for delivery, state in zip(deliveries, states, strict=True):
         if Delivery.objects.filter(
-            pk=delivery.pk,
+            pk=delivery.id,
             status=Delivery.Status.DELIVERING,
             attempt_count=delivery.attempt_count,
         ).update(**state.fields, updated_at=now):
-            applied.add(delivery.pk)
+            applied.add(delivery.id)
     return applied
 
 
 def _apply_states_at_once(
-    deliveries: list[Delivery], states: list[NextState], now: datetime
+    deliveries: list[Claimed], states: list[NextState], now: datetime
 ) -> set[str]:
     # One statement for the whole batch instead of one UPDATE per delivery: the
     # recorder's main cost at high throughput.
@@ -174,7 +175,7 @@ def _apply_states_at_once(
     for delivery, state in zip(deliveries, states, strict=True):
         rows.append("(%s::text, %s::int, %s::text, %s::timestamptz, %s::text, %s::int)")
         params += [
-            delivery.pk,
+            delivery.id,
             delivery.attempt_count,
             state.fields["status"],
             state.fields["next_attempt_at"],
@@ -196,7 +197,7 @@ def _apply_states_at_once(
         return {row[0] for row in cursor.fetchall()}
 
 
-def _attempt_row(delivery: Delivery, result: SendResult, started_at: datetime) -> Attempt:
+def _attempt_row(delivery: Claimed, result: SendResult, started_at: datetime) -> Attempt:
     return Attempt(
         delivery_id=delivery.id,
         number=delivery.attempt_count,

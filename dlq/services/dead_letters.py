@@ -4,11 +4,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from deliveries.models import Delivery
+from deliveries.services.claims import Claimed
 from dlq.models import DeadLetter
 
 
 def dead_letters_create(
-    *, deliveries: Sequence[Delivery], reasons: Sequence[str], dead_at: datetime
+    *, deliveries: Sequence[Delivery | Claimed], reasons: Sequence[str], dead_at: datetime
 ) -> None:
     """Park deliveries that gave up; `reasons[i]` says why `deliveries[i]` died."""
     DeadLetter.objects.bulk_create(

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
-from deliveries.services.claims import deliveries_claim
+from deliveries.services.claims import deliveries_claim, deliveries_due_exist
 from deliveries.services.scheduling import (
     deliveries_publish_due,
     deliveries_recover_expired_leases,
@@ -25,24 +25,41 @@ def deliveries(alice):
     return list(Delivery.objects.order_by("created_at"))
 
 
-def claim(ids=(), take_more=True, limit=50):
+def claim(ids=(), limit=50):
     return [
-        i
-        for i, _ in deliveries_claim(
-            delivery_ids=list(ids), limit=limit, policy=current_policy(), take_more=take_more
-        )
+        c.id for c in deliveries_claim(delivery_ids=list(ids), limit=limit, policy=current_policy())
     ]
 
 
-def test_a_claim_takes_due_deliveries_once(deliveries):
-    first = claim([deliveries[0].id], take_more=False)
-    assert first == [deliveries[0].id]
-    assert claim([deliveries[0].id], take_more=False) == []  # a repeated message sends nothing
-    rest = claim()
-    assert sorted(rest) == sorted(d.id for d in deliveries[1:])
-    claimed = Delivery.objects.get(pk=deliveries[0].id)
+def test_a_claim_takes_named_deliveries_first_and_each_once(deliveries):
+    newest = deliveries[-1]
+    assert claim([newest.id], limit=1) == [newest.id]
+    rest = claim([newest.id])  # a repeated message: the others, never the same one again
+    assert sorted(rest) == sorted(d.id for d in deliveries[:-1])
+    assert claim([d.id for d in deliveries]) == []
+    claimed = Delivery.objects.get(pk=newest.id)
     assert claimed.status == "delivering" and claimed.attempt_count == 1
     assert claimed.lease_expires_at > timezone.now()
+
+
+def test_a_claim_carries_what_the_attempt_needs(deliveries):
+    target = deliveries[2]
+    (claimed,) = deliveries_claim(delivery_ids=[target.id], limit=1, policy=current_policy())
+    assert (claimed.id, claimed.tenant_id, claimed.attempt_count) == (
+        target.id,
+        target.tenant_id,
+        1,
+    )
+    assert claimed.event.id == target.event_id and claimed.event.data == {"n": 2}
+    assert claimed.event.type == "a.b" and claimed.event.created_at == target.event.created_at
+    assert claimed.endpoint.url == "http://127.0.0.1:9/h"
+
+
+def test_due_work_is_seen_without_a_write(deliveries, django_assert_num_queries):
+    assert deliveries_due_exist()
+    Delivery.objects.update(next_attempt_at=timezone.now() + timedelta(seconds=30))
+    with django_assert_num_queries(1):
+        assert not deliveries_due_exist()
 
 
 def test_a_delivery_is_never_claimed_before_it_is_due(deliveries):
@@ -60,7 +77,7 @@ def test_the_sweep_publishes_due_work_once_per_grace_period(deliveries):
 
 def test_an_expired_lease_records_worker_lost_and_retries(deliveries):
     delivery = deliveries[0]
-    claim([delivery.id], take_more=False)
+    claim([delivery.id], limit=1)
     Delivery.objects.filter(pk=delivery.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )

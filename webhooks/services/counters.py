@@ -6,7 +6,6 @@ reset). Without Redis (the embedded set-up) they are rows in the database.
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import redis
@@ -14,16 +13,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from config.redis_client import redis_client
 from webhooks.models import Counter
 
 logger = logging.getLogger(__name__)
 
 REDIS_KEY = "homing:counters"
-
-
-@functools.cache
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def increment_many(amounts: dict[str, int]) -> None:
@@ -32,7 +27,7 @@ def increment_many(amounts: dict[str, int]) -> None:
         return
     try:
         if settings.REDIS_URL:
-            pipe = _redis().pipeline(transaction=False)
+            pipe = redis_client().pipeline(transaction=False)
             for name, amount in amounts.items():
                 pipe.hincrby(REDIS_KEY, name, amount)
             pipe.execute()
@@ -60,6 +55,6 @@ def _increment_row(name: str, amount: int) -> None:
 
 def read_all() -> dict[str, int]:
     if settings.REDIS_URL:
-        raw = _redis().hgetall(REDIS_KEY)
+        raw = redis_client().hgetall(REDIS_KEY)
         return {name.decode(): int(value) for name, value in raw.items()}
     return dict(Counter.objects.values_list("name", "value"))
