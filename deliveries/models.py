@@ -27,8 +27,6 @@ class Delivery(models.Model):
     schedule_offset = models.IntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    # A task message for this delivery was published; the sweep leaves it alone until then.
-    dispatched_until = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -36,23 +34,11 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         indexes = [
-            # The scheduler's sweep: pending deliveries whose next_attempt_at has passed.
+            # Claims and the scheduler: pending deliveries whose next_attempt_at has passed.
             models.Index(
                 fields=["next_attempt_at"],
                 name="delivery_due",
                 condition=Q(status="pending"),
-            ),
-            # The scheduler's publish sweep: due deliveries no message was sent for ...
-            models.Index(
-                fields=["next_attempt_at"],
-                name="delivery_due_undispatched",
-                condition=Q(status="pending", dispatched_until__isnull=True),
-            ),
-            # ... and those whose message was sent but evidently lost.
-            models.Index(
-                fields=["dispatched_until"],
-                name="delivery_dispatch_lapsed",
-                condition=Q(status="pending", dispatched_until__isnull=False),
             ),
             # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
             models.Index(

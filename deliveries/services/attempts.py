@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -45,6 +46,9 @@ SEND_THREADS = 200
 # holds at most half of the sending threads, and a healthy one still gets 2,000
 # deliveries/s at 50 ms per round trip.
 ENDPOINT_MAX_IN_FLIGHT = 100
+# Claims skip an endpoint with this many in flight, so one batch never takes it past
+# its cap: deliveries claimed only to be given back cost two writes each.
+ENDPOINT_CLAIM_CEILING = ENDPOINT_MAX_IN_FLIGHT - BATCH_SIZE
 # A claim waits until at least this many sending threads are free.
 MIN_RESERVATION = 10
 # Keep-alive connections kept per receiving host (more are opened when needed).
@@ -66,6 +70,8 @@ class Pipeline:
         self._reserved = 0
         self._per_endpoint: Counter[str] = Counter()
         self._changed = threading.Condition()
+        # Called when a skipped endpoint drops below the claim ceiling (the dispatcher).
+        self.on_endpoint_room: Callable[[], None] = lambda: None
 
     def reserve(self, wanted: int) -> int:
         """Wait for room, then reserve up to `wanted` attempts; returns how many."""
@@ -95,9 +101,17 @@ class Pipeline:
         with self._changed:
             self._reserved -= 1
             self._per_endpoint[endpoint_id] -= 1
-            if not self._per_endpoint[endpoint_id]:
+            in_flight = self._per_endpoint[endpoint_id]
+            if not in_flight:
                 del self._per_endpoint[endpoint_id]
             self._changed.notify_all()
+        if in_flight == ENDPOINT_CLAIM_CEILING - 1:
+            self.on_endpoint_room()
+
+    def busy_endpoints(self) -> set[str]:
+        """Endpoints a claim should skip: one more batch could take them past the cap."""
+        with self._changed:
+            return {e for e, n in self._per_endpoint.items() if n >= ENDPOINT_CLAIM_CEILING}
 
     def cancel(self, reserved: int) -> None:
         with self._changed:

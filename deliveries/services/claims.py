@@ -13,7 +13,7 @@ three model instances for each cost more than sending it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -63,17 +63,26 @@ class Claimed:
         return self.attempt_count - self.schedule_offset
 
 
-def deliveries_claim(*, delivery_ids: Sequence[str], limit: int, policy: Policy) -> list[Claimed]:
-    """Claim these deliveries if due and free, then other due ones up to `limit`."""
+def deliveries_claim(
+    *,
+    delivery_ids: Sequence[str],
+    limit: int,
+    policy: Policy,
+    skip_endpoints: Collection[str] = (),
+) -> list[Claimed]:
+    """Claim these deliveries if due and free, then other due ones up to `limit`;
+    none for `skip_endpoints` (those with enough attempts in flight already)."""
     now = timezone.now()
     lease_until = now + timedelta(seconds=policy.lease_seconds)
     ids = list(dict.fromkeys(delivery_ids))[:limit]
+    skip = sorted(skip_endpoints)
+    condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
     rows: list[tuple[Any, ...]] = []
     if ids:
-        placeholders = ", ".join(["%s"] * len(ids))
-        rows += _claim(f"id IN ({placeholders})", ids, now, lease_until, limit)
+        named = f"{condition} AND id IN ({_placeholders(ids)})"
+        rows += _claim(named, [*skip, *ids], now, lease_until, limit)
     if len(rows) < limit:
-        rows += _claim("1 = 1", [], now, lease_until, limit - len(rows))
+        rows += _claim(condition, skip, now, lease_until, limit - len(rows))
     return _with_events_and_endpoints(rows)
 
 
@@ -98,6 +107,10 @@ def deliveries_give_back(
     )
 
 
+def _placeholders(values: Sequence[str]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
 def _claim(
     condition: str, params: list[str], now: datetime, lease_until: datetime, limit: int
 ) -> list[tuple[Any, ...]]:
@@ -110,7 +123,7 @@ def _claim(
     # A backlog still drains roughly oldest first, in the order rows were written.
     sql = f"""
         UPDATE {table} SET status = 'delivering', lease_expires_at = %s,
-            attempt_count = attempt_count + 1, dispatched_until = NULL, updated_at = %s
+            attempt_count = attempt_count + 1, updated_at = %s
         WHERE id IN (
             SELECT id FROM {table}
             WHERE {condition} AND status = 'pending' AND next_attempt_at <= %s

@@ -1,17 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 
 from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from webhooks.models import Endpoint, Event
-
-# How long a published message is trusted to reach a worker before the sweep publishes
-# the delivery again; it bounds the delay a lost message (e.g. Redis restarted) causes.
-DISPATCH_GRACE = timedelta(seconds=30)
 
 
 def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) -> list[Delivery]:
@@ -23,7 +18,6 @@ def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) 
             event=event,
             endpoint=endpoint,
             next_attempt_at=now,
-            dispatched_until=now + DISPATCH_GRACE,
             created_at=now,
             updated_at=now,
         )

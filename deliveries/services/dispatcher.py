@@ -34,6 +34,7 @@ class Dispatcher:
     def __init__(self) -> None:
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
+        self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="homing-dispatcher", daemon=True)
@@ -42,6 +43,11 @@ class Dispatcher:
     def wake(self, delivery_ids: Sequence[str] = ()) -> None:
         with self._lock:
             self._hints.extend(delivery_ids)
+            self._message = True
+        self._woken.set()
+
+    def endpoint_has_room(self) -> None:
+        """An endpoint claims skipped can take more: claim again now, not at the poll."""
         self._woken.set()
 
     def stop(self) -> None:
@@ -53,12 +59,14 @@ class Dispatcher:
         while not self._stopping.is_set():
             woken = self._woken.wait(IDLE_POLL_SECONDS)
             self._woken.clear()
+            with self._lock:
+                message, self._message = self._message, False
             try:
-                if woken:
+                if message:
                     # Before claiming, so a wake-up skipped while the doorbell was up
                     # is covered by the claims below (see queue.py).
                     queue.doorbell_answered()
-                elif not deliveries_due_exist():
+                elif not woken and not deliveries_due_exist():
                     continue
                 while not self._stopping.is_set() and self._dispatch_batch():
                     pass
@@ -79,7 +87,12 @@ class Dispatcher:
             hints, self._hints = self._hints[:reserved], self._hints[reserved:]
             more_hints = bool(self._hints)
         try:
-            claimed = deliveries_claim(delivery_ids=hints, limit=reserved, policy=current_policy())
+            claimed = deliveries_claim(
+                delivery_ids=hints,
+                limit=reserved,
+                policy=current_policy(),
+                skip_endpoints=line.busy_endpoints(),
+            )
         except BaseException:
             line.cancel(reserved)
             raise
@@ -89,4 +102,6 @@ class Dispatcher:
 
 @functools.cache
 def dispatcher() -> Dispatcher:
-    return Dispatcher()
+    created = Dispatcher()
+    pipeline().on_endpoint_room = created.endpoint_has_room
+    return created

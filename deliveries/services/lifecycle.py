@@ -8,7 +8,6 @@ from django.utils import timezone
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
-from deliveries.services.creation import DISPATCH_GRACE
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.exceptions import HomingError
 from webhooks.models import Endpoint
@@ -32,7 +31,6 @@ def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
     Delivery.objects.filter(pk__in=[d.pk for d in doomed], status=Delivery.Status.PENDING).update(
         status=Delivery.Status.DEAD,
         next_attempt_at=None,
-        dispatched_until=None,
         last_error=reason,
         updated_at=now,
     )
@@ -74,7 +72,6 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
     fields: dict[str, object] = {
         "status": Delivery.Status.PENDING,
         "next_attempt_at": now,
-        "dispatched_until": now + DISPATCH_GRACE,
         "updated_at": now,
     }
     if delivery.status != Delivery.Status.PENDING:

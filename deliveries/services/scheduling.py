@@ -1,8 +1,9 @@
 """The scheduler's sweep: the database, not Celery, decides when work happens.
 
-Each tick publishes due deliveries that no message is out for, and takes back the
-deliveries of workers that died mid-attempt (their lease expired). Any number of
-schedulers may run: the updates below are conditional, so each row goes to one of them.
+Each tick wakes a worker when deliveries are due (retries whose time has come), and
+takes back the deliveries of workers that died mid-attempt (their lease expired). Any
+number of schedulers may run: the updates below are conditional, so each row goes to
+one of them, and wake-ups are coalesced by the doorbell (queue.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
-from deliveries.queue import publish_deliveries
+from deliveries.queue import wake_workers
 from deliveries.sender import SendResult
 from deliveries.services.attempts import BATCH_SIZE
-from deliveries.services.creation import DISPATCH_GRACE
 from deliveries.services.outcomes import next_state
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.services import counters
@@ -33,39 +33,28 @@ WORKER_LOST = "worker lost"
 
 @dataclass(frozen=True)
 class SweepReport:
-    published: int
+    due: int
     recovered: int
 
 
 def deliveries_sweep() -> SweepReport:
     recovered = deliveries_recover_expired_leases()
-    published = deliveries_publish_due()
-    return SweepReport(published=published, recovered=recovered)
+    due = deliveries_wake_for_due()
+    return SweepReport(due=due, recovered=recovered)
 
 
-def deliveries_publish_due() -> int:
-    """Publish due deliveries that have no message out (or whose message was lost)."""
-    now = timezone.now()
-    table = Delivery._meta.db_table
-    skip_locked = (
-        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+def deliveries_wake_for_due() -> int:
+    """Wake a worker if deliveries are due (retries whose time came, or a backlog):
+    one message naming up to a batch of them, unless a wake-up is already on its way.
+    The worker then claims every due delivery, batch after batch. Returns how many were
+    named."""
+    due = list(
+        Delivery.objects.filter(
+            status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now()
+        ).values_list("id", flat=True)[:BATCH_SIZE]
     )
-    # Two index range scans (see the indexes on Delivery): never the whole backlog of
-    # due deliveries whose messages are still on their way. No ORDER BY, as in claims.py.
-    sql = (
-        f"UPDATE {table} SET dispatched_until = %s WHERE (id IN ("
-        f"SELECT id FROM {table} WHERE status = 'pending' AND dispatched_until IS NULL "
-        f"AND next_attempt_at <= %s LIMIT %s{skip_locked}) "
-        f"OR id IN (SELECT id FROM {table} WHERE status = 'pending' "
-        f"AND dispatched_until IS NOT NULL AND dispatched_until < %s "
-        f"AND next_attempt_at <= %s LIMIT %s{skip_locked})) "
-        f"AND status = 'pending' RETURNING id"
-    )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [now + DISPATCH_GRACE, now, SWEEP_LIMIT, now, now, SWEEP_LIMIT])
-        due = [row[0] for row in cursor.fetchall()]
-    for start in range(0, len(due), BATCH_SIZE):
-        publish_deliveries(due[start : start + BATCH_SIZE])
+    if due:
+        wake_workers(due)
     return len(due)
 
 

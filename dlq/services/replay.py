@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
-from deliveries.services.creation import DISPATCH_GRACE
 from dlq.models import DeadLetter
 from webhooks.exceptions import HomingError
 
@@ -43,7 +42,6 @@ def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
         ).update(
             status=Delivery.Status.PENDING,
             next_attempt_at=now,
-            dispatched_until=now + DISPATCH_GRACE,
             schedule_offset=F("attempt_count"),
             last_error="",
             updated_at=now,

@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import redis
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
+from deliveries.queue import doorbell_answered
 from deliveries.services.claims import deliveries_claim, deliveries_due_exist
 from deliveries.services.scheduling import (
-    deliveries_publish_due,
     deliveries_recover_expired_leases,
+    deliveries_wake_for_due,
 )
 from dlq.models import DeadLetter
 
@@ -67,12 +69,17 @@ def test_a_delivery_is_never_claimed_before_it_is_due(deliveries):
     assert claim([d.id for d in deliveries]) == []
 
 
-def test_the_sweep_publishes_due_work_once_per_grace_period(deliveries):
-    Delivery.objects.update(dispatched_until=None)
-    assert deliveries_publish_due() == 5
-    assert deliveries_publish_due() == 0  # a message is out for each
-    Delivery.objects.update(dispatched_until=timezone.now() - timedelta(seconds=1))
-    assert deliveries_publish_due() == 5  # the messages were lost: publish again
+def test_the_sweep_wakes_workers_with_one_message_while_the_doorbell_is_up(deliveries, redis_url):
+    queued = redis.Redis.from_url(redis_url).llen
+    assert deliveries_wake_for_due() == 5
+    assert deliveries_wake_for_due() == 5  # still due ...
+    assert queued("celery") == 1  # ... but a wake-up is already on its way
+    doorbell_answered()  # a worker took it
+    deliveries_wake_for_due()
+    assert queued("celery") == 2
+    Delivery.objects.update(next_attempt_at=timezone.now() + timedelta(seconds=30))
+    doorbell_answered()
+    assert deliveries_wake_for_due() == 0 and queued("celery") == 2
 
 
 def test_an_expired_lease_records_worker_lost_and_retries(deliveries):
@@ -102,3 +109,12 @@ def test_a_lost_last_attempt_ends_in_the_dead_letter_queue(deliveries, settings)
     delivery.refresh_from_db()
     assert delivery.status == "dead"
     assert DeadLetter.objects.get(delivery=delivery).reason == "worker lost after 2 attempts"
+
+
+def test_a_claim_skips_endpoints_with_enough_in_flight(deliveries):
+    busy = deliveries[0].endpoint_id
+    skipped = deliveries_claim(
+        delivery_ids=[deliveries[0].id], limit=50, policy=current_policy(), skip_endpoints={busy}
+    )
+    assert skipped == []
+    assert Delivery.objects.filter(status="pending").count() == len(deliveries)

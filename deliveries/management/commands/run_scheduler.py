@@ -40,10 +40,8 @@ class Command(BaseCommand):
         while not stopping.is_set():
             try:
                 report = deliveries_sweep()
-                if report.published or report.recovered:
-                    logger.info(
-                        "published %d due, recovered %d", report.published, report.recovered
-                    )
+                if report.recovered:
+                    logger.info("recovered %d deliveries from lost workers", report.recovered)
                 if time.monotonic() >= next_analyze:
                     deliveries_refresh_statistics()
                     next_analyze = time.monotonic() + ANALYZE_EVERY_SECONDS
