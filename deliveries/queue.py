@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "deliveries.deliver"
 RETRY_WHEN_FREE_TASK = "deliveries.retry_when_free"
-MESSAGE_SIZE = 50  # deliveries named in one message at most (a worker's claim batch)
+MESSAGE_SIZE = 100  # deliveries named in one message at most (a worker's claim batch)
 DOORBELL_KEY = "homing:doorbell"
 DOORBELL_TTL_MS = 1000
 
