@@ -31,10 +31,21 @@ def start_dispatching(**kwargs: Any) -> None:
     dispatcher()
 
 
+_shutdown_started = False
+
+
 @worker_shutting_down.connect
 def finish_attempts_under_way(**kwargs: Any) -> None:
     # A warm shutdown lets sends under way finish and be recorded, so a deploy does not
     # turn them into 'worker lost' retries.
+    #
+    # Celery calls this from its SIGTERM handler, and a second SIGTERM (run_worker
+    # forwards the one its process group also got) re-enters it mid-call: taking a lock
+    # the interrupted call holds would deadlock the worker, so only the first call acts.
+    global _shutdown_started
+    if _shutdown_started:
+        return
+    _shutdown_started = True
     if dispatcher.cache_info().currsize:
         dispatcher().stop()
     if pipeline.cache_info().currsize:  # this process has sent something
