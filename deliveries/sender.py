@@ -40,6 +40,7 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from urllib3.util import connection as urllib3_connection
+from urllib3.util import parse_url
 
 from deliveries import network
 
@@ -252,6 +253,12 @@ class Sender:
     ) -> None:
         self.user_agent = f"Homing/{version}"
         self._pools = urllib3.PoolManager(num_pools=num_pools, maxsize=maxsize, block=False)
+        self._max_targets = num_pools * 4
+        # URL -> (its host's pool, request target): PoolManager would parse the URL and
+        # build a pool key on every request (~7% of a send's CPU). It drops the pools it
+        # evicts without closing them, so a cached pool stays usable; the cache is
+        # bounded and cleared when full.
+        self._targets: dict[str, tuple[HTTPConnectionPool, str]] = {}
         # PoolManager builds pools from this per-instance mapping.
         self._pools.pool_classes_by_scheme = _pool_classes(  # type: ignore[assignment]
             public_only=not allow_private_networks
@@ -276,6 +283,20 @@ class Sender:
 
     def close(self) -> None:
         self._pools.clear()
+        self._targets.clear()
+
+    def _pool_for(self, url: str) -> tuple[HTTPConnectionPool, str]:
+        cached = self._targets.get(url)
+        if cached is not None:
+            return cached
+        parsed = parse_url(url)
+        pool = self._pools.connection_from_host(
+            parsed.host, port=parsed.port, scheme=parsed.scheme or "http"
+        )
+        if len(self._targets) >= self._max_targets:
+            self._targets.clear()
+        self._targets[url] = (pool, parsed.request_uri)
+        return pool, parsed.request_uri
 
     def _headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         merged = {k: v for k, v in headers.items() if k.lower() not in OWN_HEADERS}
@@ -288,9 +309,11 @@ class Sender:
     ) -> tuple[int | None, str | None, bytes, str | None]:
         attempt = _current.attempt
         try:
-            response = self._pools.urlopen(
+            pool, target = self._pool_for(url)
+            response = pool.urlopen(
                 "POST",
-                url,
+                target,
+                assert_same_host=False,
                 body=body,
                 headers=headers,
                 redirect=False,  # a 3xx is the receiver's answer, never followed

@@ -202,6 +202,14 @@ def test_it_reuses_one_connection_for_consecutive_sends(serve, sender) -> None:
     assert {r.connection for r in receiver.requests} == {1}
 
 
+def test_urls_on_one_host_share_its_connections_and_keep_their_own_paths(serve, sender) -> None:
+    receiver = serve()
+    urls = [receiver.url("/a"), receiver.url("/b?tenant=x&n=1"), receiver.url("/a")]
+    assert [post(sender, url).status_code for url in urls] == [200] * 3
+    assert [r.path for r in receiver.requests] == ["/a", "/b?tenant=x&n=1", "/a"]
+    assert receiver.connections == 1
+
+
 def test_many_threads_can_send_at_once(serve, sender) -> None:
     receiver = serve()
     with ThreadPoolExecutor(16) as pool:
