@@ -1,8 +1,8 @@
 """Publishing delivery work to Celery, by task name so nothing here imports the tasks.
 
-A message only says "look at these deliveries now"; the database decides whether they
-are due and who owns them, so a lost, late or repeated message is harmless: every
-delivery is also found by the scheduler's sweep once its dispatch mark lapses.
+A message only says "wake up, and look at these deliveries first"; the database decides
+whether they are due and who owns them, so a lost, late or repeated message is
+harmless: due deliveries are also found by idle workers' poll and the scheduler's sweep.
 
 The fast path after an API commit hands ids to a background publisher thread, which
 sends whatever has gathered as one message: a request does not wait on the broker.
@@ -12,7 +12,7 @@ way. If the key is already up, no message is sent: the worker that takes the pen
 message clears the key *before* it claims, and claims every due delivery, so it finds
 these too. Under load, then, thousands of commits cost a handful of messages instead
 of one each (a message cost a worker more CPU than the webhook it announced). The key
-expires by itself, so a lost message holds back the fast path for DOORBELL_TTL at most
+expires by itself, so a lost message holds back the fast path for DOORBELL_TTL_MS at most
 (and idle workers poll the database meanwhile).
 """
 
@@ -46,10 +46,12 @@ def publish_deliveries(delivery_ids: Sequence[str]) -> None:
     try:
         app.send_task(DELIVER_TASK, args=[list(delivery_ids)])
     except Exception:
-        # The broker is down: the scheduler's sweep finds these deliveries in the
-        # database once their dispatch mark lapses, so log and carry on.
+        # The broker is down: idle workers find due deliveries in the database by
+        # themselves (their poll), so log and carry on.
         logger.warning(
-            "could not publish %d deliveries; the sweep will", len(delivery_ids), exc_info=True
+            "could not publish %d deliveries; workers will find them by polling",
+            len(delivery_ids),
+            exc_info=True,
         )
 
 

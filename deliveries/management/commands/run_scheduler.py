@@ -24,7 +24,7 @@ ANALYZE_EVERY_SECONDS = 15
 
 
 class Command(BaseCommand):
-    help = "Publish due deliveries and recover abandoned ones, until SIGTERM or Ctrl-C."
+    help = "Wake workers for due deliveries and recover abandoned ones, until SIGTERM or Ctrl-C."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
