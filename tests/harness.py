@@ -133,6 +133,11 @@ class Postgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/homing"
 
 
+def redis_command(binary: str, port: int) -> list[str]:
+    """A throwaway redis-server on loopback that persists nothing."""
+    return [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+
+
 class Redis:
     def __init__(self, binary: str, workdir: Path) -> None:
         self.binary, self.workdir, self.port = binary, workdir, free_port()
@@ -140,19 +145,7 @@ class Redis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
+            [*redis_command(self.binary, self.port), "--dir", str(self.workdir)],
             stdout=subprocess.DEVNULL,
         )
         wait_for_port(self.port, "redis-server")

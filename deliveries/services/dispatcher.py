@@ -81,7 +81,7 @@ class Dispatcher:
 
     def _dispatch_batch(self) -> bool:
         """Claim and start one batch; True when more due work is likely waiting."""
-        line = pipeline()
+        line, policy = pipeline(), current_policy()
         reserved = line.reserve(BATCH_SIZE)
         with self._lock:
             hints, self._hints = self._hints[:reserved], self._hints[reserved:]
@@ -90,13 +90,13 @@ class Dispatcher:
             claimed = deliveries_claim(
                 delivery_ids=hints,
                 limit=reserved,
-                policy=current_policy(),
+                policy=policy,
                 skip_endpoints=line.busy_endpoints(),
             )
         except BaseException:
             line.cancel(reserved)
             raise
-        attempts_start(claimed=claimed, reserved=reserved, policy=current_policy())
+        attempts_start(claimed=claimed, reserved=reserved, policy=policy)
         return len(claimed) == reserved or more_hints
 
 

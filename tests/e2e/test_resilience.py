@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from deliveries.models import Delivery
+from tests.harness import redis_command
 from tests.processes import wait_until
 from tests.receivers import Answer
 
@@ -84,17 +85,7 @@ def _start_redis(redis_url: str) -> subprocess.Popen[bytes]:
     """A fresh, empty Redis on the suite's port (tests/harness.py started the first)."""
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
     server = subprocess.Popen(
-        [
-            os.environ["HOMING_TEST_REDIS_SERVER"],
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
+        redis_command(os.environ["HOMING_TEST_REDIS_SERVER"], port),
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
