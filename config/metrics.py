@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from core import counters
 from deliveries.selectors import queue_gauges
-from webhooks.services import counters
 
 OUTCOMES = ("success", "retryable", "fatal")
 

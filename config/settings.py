@@ -6,13 +6,12 @@ from pathlib import Path
 
 import environ
 
-from deliveries.retry import parse_duration  # pure: imports nothing of Django
+from config.env import duration, env, number, read_dotenv, schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env")  # optional; real environment variables win
+read_dotenv(BASE_DIR)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -32,6 +31,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
     "webhooks",
     "deliveries",
     "dlq",
@@ -106,13 +106,13 @@ LOGGING = {
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["webhooks.api.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["webhooks.api.permissions.IsTenant"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.IsTenant"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "webhooks.api.pagination.NewestFirstPagination",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.NewestFirstPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "webhooks.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -152,15 +152,13 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 
 # --- Homing ---------------------------------------------------------------------------
-HOMING_RETRY_SCHEDULE = env.str("HOMING_RETRY_SCHEDULE", default="1s,5s,30s,5m,30m,2h,8h,24h")
-HOMING_RETRY_JITTER = env.float("HOMING_RETRY_JITTER", default=0.2)
-HOMING_DELIVERY_TIMEOUT = env.float("HOMING_DELIVERY_TIMEOUT", default=10.0)
+HOMING_RETRY_SCHEDULE = schedule("HOMING_RETRY_SCHEDULE", default="1s,5s,30s,5m,30m,2h,8h,24h")
+HOMING_RETRY_JITTER = number("HOMING_RETRY_JITTER", default=0.2, minimum=0, maximum=1)
+HOMING_DELIVERY_TIMEOUT = duration("HOMING_DELIVERY_TIMEOUT", default="10")
 HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
 HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
-HOMING_IDEMPOTENCY_TTL = parse_duration(env.str("HOMING_IDEMPOTENCY_TTL", default="24h"))
-HOMING_SECRET_ROTATION_GRACE = parse_duration(
-    env.str("HOMING_SECRET_ROTATION_GRACE", default="24h")
-)
+HOMING_IDEMPOTENCY_TTL = duration("HOMING_IDEMPOTENCY_TTL", default="24h")
+HOMING_SECRET_ROTATION_GRACE = duration("HOMING_SECRET_ROTATION_GRACE", default="24h")
 # Django refuses larger bodies before our own 413 check could name the limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(HOMING_MAX_PAYLOAD_BYTES * 2, 2_621_440)
 

@@ -5,9 +5,9 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from api.errors import api_not_found
 from config.health import healthz
 from config.metrics import metrics
-from webhooks.api.errors import api_not_found
 
 api_v1 = [
     path("", include("webhooks.api.urls")),

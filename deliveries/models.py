@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from webhooks.ids import id_field
+from core.ids import id_field
 from webhooks.models import Endpoint, Event, Tenant
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from core.durations import parse_schedule
 from deliveries import retry
 
 # Grace on top of the attempt timeout before a claim counts as abandoned. A batch sends
@@ -40,7 +41,7 @@ _rng = random.Random()
 
 @functools.cache
 def _policy(schedule: str, jitter: float, timeout: float) -> Policy:
-    return Policy(retry.parse_schedule(schedule), jitter, timeout)
+    return Policy(parse_schedule(schedule), jitter, timeout)
 
 
 def current_policy() -> Policy:

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 
 from config.celery import app
-from config.redis_client import redis_client
+from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 

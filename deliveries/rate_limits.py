@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import redis
 from django.conf import settings
 
-from config.redis_client import redis_client
+from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 

@@ -74,39 +74,6 @@ def _classify_status(code: int) -> Classification:
     return Classification(Outcome.FATAL, False, f"HTTP {code} (not retryable)")
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[a-z]*)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in `30s`, `5m`, `2h`, `1d`, `250ms` or a plain number of seconds."""
-    item = text.strip().lower()
-    match = _DURATION.fullmatch(item)
-    if not match:
-        if item.startswith("-"):
-            raise ValueError(f"duration {text!r} is negative")
-        raise ValueError(f"duration {text!r} is not a number with an optional unit")
-    unit = match["unit"] or "s"
-    if unit not in _UNITS:
-        raise ValueError(f"duration {text!r} has unknown unit {unit!r} (use ms, s, m, h or d)")
-    return float(match["number"]) * _UNITS[unit]
-
-
-def parse_schedule(text: str) -> tuple[float, ...]:
-    """`1s,5s,30s,5m` → (1.0, 5.0, 30.0, 300.0); ValueError naming the bad item."""
-    if not text or not text.strip():
-        raise ValueError("retry schedule is empty: give delays like '1s,5s,30s,5m'")
-    steps = []
-    for position, item in enumerate(text.split(","), start=1):
-        if not item.strip():
-            raise ValueError(f"retry schedule {text!r}: step {position} is empty")
-        try:
-            steps.append(parse_duration(item))
-        except ValueError as exc:
-            raise ValueError(f"retry schedule {text!r}: step {position}: {exc}") from None
-    return tuple(steps)
-
-
 def max_attempts(schedule: Sequence[float]) -> int:
     """One first attempt plus one retry per step: the default schedule gives 9."""
     return len(schedule) + 1

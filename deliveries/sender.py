@@ -42,7 +42,7 @@ from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from urllib3.util import connection as urllib3_connection
 from urllib3.util import parse_url
 
-from deliveries import network
+from core import network
 
 RESPONSE_BODY_LIMIT = 4096  # bytes kept per attempt; the contract shows the first 4 KiB
 # Headers the sender owns; a caller's copy is dropped rather than sent twice.

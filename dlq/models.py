@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from core.ids import id_field
 from deliveries.models import Delivery
-from webhooks.ids import id_field
 from webhooks.models import Endpoint, Event, Tenant
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from webhooks.ids import id_field
+from core.ids import id_field
 
 
 class Tenant(models.Model):
@@ -116,13 +116,3 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status})"
-
-
-class Counter(models.Model):
-    """A metrics counter, used only when there is no Redis (the embedded set-up)."""
-
-    name = models.CharField(max_length=100, unique=True)
-    value = models.BigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.name}={self.value}"

@@ -5,10 +5,10 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.scoping import TenantScoped
 from deliveries.api.serializers import DeliverySerializer
 from deliveries.models import Delivery
 from deliveries.services.lifecycle import delivery_retry_now
-from webhooks.api.views import TenantScoped
 
 FILTERS = {"status": "status", "endpoint": "endpoint_id", "event": "event_id"}
 

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import functools
-import webhooks.ids
+import core.ids
 from django.db import migrations, models
 
 
@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Delivery',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('dlv',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('dlv',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('delivering', 'Delivering'), ('succeeded', 'Succeeded'), ('dead', 'Dead')], default='pending', max_length=16)),
                 ('attempt_count', models.PositiveIntegerField(default=0)),
                 ('schedule_offset', models.IntegerField(default=0)),

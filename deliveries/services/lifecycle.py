@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from core.exceptions import HomingError
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
 from dlq.services.dead_letters import dead_letters_create
-from webhooks.exceptions import HomingError
 from webhooks.models import Endpoint
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
+from core import counters
 from deliveries import retry
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
@@ -27,7 +28,6 @@ from deliveries.services.claims import Claimed
 from deliveries.services.lifecycle import endpoint_deactivate
 from deliveries.services.outcomes import NextState, next_state
 from dlq.services.dead_letters import dead_letters_create
-from webhooks.services import counters
 
 logger = logging.getLogger(__name__)
 

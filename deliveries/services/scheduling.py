@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core import counters
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import wake_workers
@@ -22,7 +23,6 @@ from deliveries.sender import SendResult
 from deliveries.services.attempts import BATCH_SIZE
 from deliveries.services.outcomes import next_state
 from dlq.services.dead_letters import dead_letters_create
-from webhooks.services import counters
 
 logger = logging.getLogger(__name__)
 

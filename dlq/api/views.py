@@ -6,11 +6,11 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.pagination import NewestFirstPagination
+from api.scoping import TenantScoped
 from dlq.api.serializers import BulkReplaySerializer, DeadLetterSerializer, ReplayedSerializer
 from dlq.models import DeadLetter
 from dlq.services.replay import dead_letter_replay, dead_letters_replay
-from webhooks.api.pagination import NewestFirstPagination
-from webhooks.api.views import TenantScoped
 
 
 class DeadLetterPagination(NewestFirstPagination):

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import functools
-import webhooks.ids
+import core.ids
 from django.db import migrations, models
 
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='DeadLetter',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('dl',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('dl',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('event_type', models.CharField(max_length=255)),
                 ('reason', models.CharField(max_length=500)),
                 ('dead_at', models.DateTimeField()),

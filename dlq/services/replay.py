@@ -8,10 +8,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.exceptions import HomingError
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from dlq.models import DeadLetter
-from webhooks.exceptions import HomingError
 
 
 class NotReplayable(HomingError):

@@ -6,9 +6,9 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
+from core import counters
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-from webhooks.services import counters
 
 
 def metric(text: str, name: str) -> float:

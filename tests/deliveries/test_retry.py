@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.durations import parse_duration, parse_schedule
 from deliveries.retry import (
     DEFAULT_JITTER,
     DEFAULT_SCHEDULE,
@@ -19,9 +20,7 @@ from deliveries.retry import (
     classify,
     max_attempts,
     next_delay,
-    parse_duration,
     parse_retry_after,
-    parse_schedule,
 )
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)

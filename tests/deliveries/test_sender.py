@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deliveries.network import is_public_address, resolve_blocked_reason
+from core.network import is_public_address, resolve_blocked_reason
 from deliveries.sender import RESPONSE_BODY_LIMIT, Sender
 
 

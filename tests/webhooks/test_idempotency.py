@@ -10,8 +10,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from core import counters
 from webhooks.models import Event, IdempotencyRecord
-from webhooks.services import counters
 
 BODY = {"type": "payment.succeeded", "data": {"amount": 4200, "currency": "EUR"}}
 

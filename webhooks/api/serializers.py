@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from rest_framework import serializers
 
-from deliveries.network import resolve_blocked_reason
+from core.network import resolve_blocked_reason
 from webhooks.models import Endpoint, Event
 
 EVENT_TYPE = re.compile(r"^[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*$")

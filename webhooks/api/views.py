@@ -15,6 +15,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.scoping import TenantScoped
+from core.exceptions import PayloadTooLarge
 from webhooks.api.serializers import (
     EndpointSerializer,
     EventCreateSerializer,
@@ -22,7 +24,6 @@ from webhooks.api.serializers import (
     EventSummarySerializer,
     SecretSerializer,
 )
-from webhooks.exceptions import PayloadTooLarge
 from webhooks.models import Endpoint, Event
 from webhooks.services.endpoints import (
     endpoint_create,
@@ -34,16 +35,6 @@ from webhooks.services.events import event_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x20-\x7e]{1,255}$")  # printable ASCII
-
-
-class TenantScoped:
-    """Every query starts from the caller's tenant: another tenant's id is simply not found."""
-
-    request: Request
-    model: Any
-
-    def get_queryset(self) -> QuerySet[Any]:
-        return self.model.objects.filter(tenant=self.request.auth)
 
 
 class EndpointList(TenantScoped, generics.ListCreateAPIView):

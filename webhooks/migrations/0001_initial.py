@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import functools
-import webhooks.ids
+import core.ids
 from django.db import migrations, models
 
 
@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Tenant',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('ten',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('ten',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('name', models.CharField(max_length=200)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
             ],
@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='ApiKey',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('key',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('key',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('key_hash', models.CharField(max_length=64, unique=True)),
                 ('prefix', models.CharField(help_text='First characters, to recognise a key', max_length=16)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Event',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('evt',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('evt',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('type', models.CharField(max_length=255)),
                 ('data', models.JSONField()),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
@@ -75,7 +75,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Endpoint',
             fields=[
-                ('id', models.CharField(default=functools.partial(webhooks.ids.new_id, *('ep',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=functools.partial(core.ids.new_id, *('ep',), **{}), editable=False, max_length=32, primary_key=True, serialize=False)),
                 ('url', models.URLField(max_length=2048)),
                 ('description', models.CharField(blank=True, default='', max_length=500)),
                 ('event_types', models.JSONField(blank=True, default=list)),

@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from webhooks.exceptions import IdempotencyKeyInUse, IdempotencyKeyMismatch
+from core import counters
+from core.exceptions import IdempotencyKeyInUse, IdempotencyKeyMismatch
 from webhooks.models import IdempotencyRecord, Tenant
-from webhooks.services import counters
 
 # A request still "processing" after this long died mid-way (its process was killed):
 # the key may then be processed again rather than answer 409 until it expires.

@@ -9,7 +9,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from webhooks.exceptions import HomingError
+from core.exceptions import HomingError
 
 
 def _first_message(detail: Any) -> str:

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from config.redis_client import redis_client
-from webhooks.models import Counter
+from core.models import Counter
+from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 

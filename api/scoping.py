@@ -1,0 +1,18 @@
+"""Tenant scoping for API views: every query starts from the caller's tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework.request import Request
+
+
+class TenantScoped:
+    """Another tenant's id is simply not found (404), exactly as an id that does not exist."""
+
+    request: Request
+    model: Any
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.model.objects.filter(tenant=self.request.auth)
