@@ -89,3 +89,22 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} #{self.number}"
+
+
+class AttemptMinute(models.Model):
+    """Attempts per minute by outcome: the console's chart and success rates read this
+    small table instead of scanning attempts. Written by whoever records attempts."""
+
+    minute = models.DateTimeField()  # the start of the minute (UTC)
+    outcome = models.CharField(max_length=16)  # retry.Outcome: success, retryable, fatal
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # One row per (minute, outcome): recording upserts into it; the dashboard
+            # reads a range of minutes through the same index.
+            models.UniqueConstraint(fields=["minute", "outcome"], name="attempt_minute_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.outcome}: {self.count}"

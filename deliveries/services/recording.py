@@ -24,6 +24,7 @@ from deliveries import retry
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
+from deliveries.services.attempt_stats import attempt_minutes_add
 from deliveries.services.claims import Claimed
 from deliveries.services.lifecycle import endpoint_deactivate
 from deliveries.services.outcomes import NextState, next_state
@@ -128,7 +129,11 @@ def record_outcomes(outcomes: list[Outcome]) -> list[Recorded | None]:
             )
     for endpoint_id in deactivate:
         endpoint_deactivate(endpoint_id=endpoint_id)
-    counters.increment_many(_outcome_counts(recorded))
+    counts = _outcome_counts(recorded)
+    counters.increment_many(counts)
+    attempt_minutes_add(
+        counts={name.removeprefix("attempts_"): n for name, n in counts.items()}, at=now
+    )
     return recorded
 
 

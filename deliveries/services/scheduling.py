@@ -20,6 +20,7 @@ from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import wake_workers
 from deliveries.sender import SendResult
+from deliveries.services.attempt_stats import attempt_minutes_add
 from deliveries.services.attempts import BATCH_SIZE
 from deliveries.services.outcomes import next_state
 from dlq.services.dead_letters import dead_letters_create
@@ -107,6 +108,7 @@ def deliveries_recover_expired_leases() -> int:
     if recovered:
         logger.warning("took back %d deliveries from workers that died mid-attempt", recovered)
         counters.increment("attempts_retryable", recovered)
+        attempt_minutes_add(counts={"retryable": recovered}, at=now)
     return recovered
 
 
