@@ -9,6 +9,7 @@ again on restart and gets Homing's first answer replayed instead of a second eve
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -214,7 +215,5 @@ class Relay:
 
     def _reset_connection(self) -> None:
         self._listening_on = None
-        try:
+        with contextlib.suppress(DatabaseError):
             connections[self.alias].close()
-        except DatabaseError:
-            pass

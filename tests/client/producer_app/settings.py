@@ -10,6 +10,7 @@ SECRET_KEY = "producer-app-test-only"
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 USE_TZ = True
+TIME_ZONE = "UTC"
 
 # The outbox is the only app; `orders` is created by the test with raw SQL.
 INSTALLED_APPS = ["homing_client.django"]

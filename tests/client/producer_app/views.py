@@ -17,7 +17,7 @@ def create_orders(request: HttpRequest) -> JsonResponse:
     """Create `count` orders and publish an `order.created` event for each, atomically.
 
     Options in the JSON body: `fail` (roll back after publishing), `unserializable`
-    (data JSON cannot carry), `deep` (data Homing refuses: nested past 64 levels).
+    (data JSON cannot carry), `big` (data over Homing's payload limit).
     """
     spec = json.loads(request.body or b"{}")
     outbox_ids: list[str] = []
@@ -33,9 +33,8 @@ def create_orders(request: HttpRequest) -> JsonResponse:
                 data: dict = {"order_id": order_id, "amount": spec.get("amount", 1)}
                 if spec.get("unserializable"):
                     data["tags"] = {"gift", "express"}  # a set: not JSON
-                if spec.get("deep"):
-                    for _ in range(70):
-                        data = {"nested": data}
+                if spec.get("big"):
+                    data["note"] = "x" * 300_000  # over Homing's 256 KiB payload limit
                 outbox_ids.append(publish_on_commit("order.created", data))
             if spec.get("fail"):
                 raise CustomerChangedTheirMind
