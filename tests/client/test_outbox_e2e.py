@@ -8,14 +8,16 @@ through a recording proxy to Homing's API under gunicorn; Celery workers deliver
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import pytest
 from homing_client import Client
 
-from tests.client.stack import port_is_closed
-from tests.processes import wait_until
+from tests.client.stack import PRODUCER_SETTINGS, port_is_closed
+from tests.processes import ROOT, process_env, wait_until
 from webhooks.models import Event
 
 pytestmark = pytest.mark.e2e
@@ -167,3 +169,28 @@ def test_homing_down_for_ten_seconds_then_back_everything_arrives(
     assert proxy.sent_keys() == outbox_ids  # in order of creation, each once
     assert Event.objects.count() == 5
     assert producer.outbox_age() == 0.0
+
+
+def test_the_celery_task_relays_what_is_pending(alice, homing_api, proxy, producer):
+    outbox_ids = producer.create_orders(count=3).json()["outbox_ids"]
+    # The task's body, run in the producer's environment as a Celery worker would run it.
+    code = "from homing_client.django.tasks import relay_outbox; print(relay_outbox())"
+    result = subprocess.run(
+        [sys.executable, "-m", "django", "shell", "-c", code],
+        cwd=ROOT,
+        env=process_env(
+            DJANGO_SETTINGS_MODULE=PRODUCER_SETTINGS,
+            PRODUCER_DATABASE_URL=producer.dsn,
+            HOMING_URL=proxy.url,
+            HOMING_API_KEY=alice.key,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.stdout.splitlines()[-1:] == ["{'sent': 3, 'failed': 0, 'claimed': 3}"], (
+        result.stdout + result.stderr
+    )
+    assert all_sent(producer, 3)
+    assert proxy.sent_keys() == outbox_ids
