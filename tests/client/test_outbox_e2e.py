@@ -8,6 +8,7 @@ through a recording proxy to Homing's API under gunicorn; Celery workers deliver
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -194,3 +195,22 @@ def test_the_celery_task_relays_what_is_pending(alice, homing_api, proxy, produc
     )
     assert all_sent(producer, 3)
     assert proxy.sent_keys() == outbox_ids
+
+
+def test_the_relay_is_woken_by_the_commit_and_stops_cleanly_on_sigterm(
+    alice, homing_api, proxy, producer
+):
+    # A poll far longer than the test: only the NOTIFY sent on commit can wake it.
+    relay = producer.start_relay(proxy.url, alice.key, "--poll-interval", "60")
+    time.sleep(0.5)  # let it finish its first (empty) batch and start waiting
+
+    committed = time.monotonic()
+    producer.create_orders(amount=1)
+    wait_until(lambda: all_sent(producer, 1), timeout=10, interval=0.02)
+    assert time.monotonic() - committed < 3
+
+    stopping = time.monotonic()
+    relay.popen.send_signal(signal.SIGTERM)
+    assert relay.popen.wait(timeout=10) == 0
+    assert time.monotonic() - stopping < 3
+    assert "homing_relay: stopped" in relay.log()
