@@ -214,3 +214,16 @@ def test_the_relay_is_woken_by_the_commit_and_stops_cleanly_on_sigterm(
     assert relay.popen.wait(timeout=10) == 0
     assert time.monotonic() - stopping < 3
     assert "homing_relay: stopped" in relay.log()
+
+
+def test_a_slow_homing_cuts_a_batch_short_and_the_rest_follows(alice, homing_api, proxy, producer):
+    proxy.hold = 0.4  # every answer takes 0.4 s: a batch of 6 would keep its locks 2.4 s
+    outbox_ids = producer.create_orders(count=6).json()["outbox_ids"]
+    relay = producer.start_relay(
+        proxy.url, alice.key, "--batch-size", "10", "--batch-seconds", "0.5"
+    )
+
+    wait_until(lambda: all_sent(producer, 6), timeout=20)
+    assert proxy.sent_keys() == outbox_ids  # still in order of creation, each once
+    # Several short transactions (a row or two each), not one of 2.4 s.
+    assert relay.log().count("Relayed ") >= 3, relay.log()

@@ -5,6 +5,13 @@ LOCKED inside the transaction that also marks them, so concurrent relays never h
 the same row. And each row is POSTed with Idempotency-Key = its id, so a relay that
 dies after Homing committed the event but before its own mark committed sends the row
 again on restart and gets Homing's first answer replayed instead of a second event.
+
+Holding the row locks across the POSTs is deliberate, unlike Homing's own deliveries:
+the lock is what keeps a second relay off a row while it is in flight, and a relay
+that dies releases it the moment PostgreSQL sees its connection close, so a restart
+resends at once instead of waiting out a lease. The transaction stays short: the
+calls go to Homing (not to arbitrary endpoints), a batch stops at the first row Homing
+cannot take, and no new row is sent once max_seconds have passed.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ class BatchResult:
     # Why Homing could not be reached; the rows from there on stay pending.
     unavailable: str | None = None
 
+    def drained(self, batch_size: int) -> bool:
+        """Nothing was left pending: fewer rows than asked for, and every one handled."""
+        return self.claimed < batch_size and self.sent + self.failed == self.claimed
+
 
 def client_from_settings() -> Client:
     """A Client for HOMING_URL / HOMING_API_KEY that gives up quickly.
@@ -51,11 +62,20 @@ def client_from_settings() -> Client:
 
 
 def outbox_relay_batch(
-    *, client: Client, batch_size: int = 100, using: str | None = None
+    *,
+    client: Client,
+    batch_size: int = 100,
+    max_seconds: float = 10,
+    using: str | None = None,
 ) -> BatchResult:
-    """Claim up to batch_size pending rows, send each one, and mark them; one transaction."""
+    """Claim up to batch_size pending rows, send each one, and mark them; one transaction.
+
+    Rows not reached within max_seconds stay pending (unlocked at commit) for the next
+    batch, so a slow Homing cannot keep the transaction open for long.
+    """
     alias = using or router.db_for_write(OutboxEvent)
     result = BatchResult()
+    deadline = time.monotonic() + max_seconds
     with transaction.atomic(using=alias):
         rows = list(
             OutboxEvent.objects.using(alias)
@@ -65,6 +85,8 @@ def outbox_relay_batch(
         )
         result.claimed = len(rows)
         for row in rows:
+            if time.monotonic() > deadline:
+                break
             row.attempts += 1
             try:
                 event = client.publish(row.type, row.data, idempotency_key=row.id)
@@ -111,7 +133,7 @@ def outbox_relay_pending(
         total.sent += batch.sent
         total.failed += batch.failed
         total.unavailable = batch.unavailable
-        if batch.unavailable or batch.claimed < batch_size:
+        if batch.unavailable or batch.drained(batch_size):
             break
     return total
 
@@ -130,12 +152,14 @@ class Relay:
         *,
         client: Client | None = None,
         batch_size: int = 100,
+        batch_seconds: float = 10.0,
         poll_interval: float = 5.0,
         max_backoff: float = 30.0,
         using: str | None = None,
     ) -> None:
         self.client = client or client_from_settings()
         self.batch_size = batch_size
+        self.batch_seconds = batch_seconds
         self.poll_interval = poll_interval
         self.max_backoff = max_backoff
         self.alias = using or router.db_for_write(OutboxEvent)
@@ -151,7 +175,10 @@ class Relay:
             try:
                 self._listen()
                 result = outbox_relay_batch(
-                    client=self.client, batch_size=self.batch_size, using=self.alias
+                    client=self.client,
+                    batch_size=self.batch_size,
+                    max_seconds=self.batch_seconds,
+                    using=self.alias,
                 )
             except DatabaseError as error:
                 logger.warning("Outbox database error, retrying: %s", error)
@@ -172,7 +199,7 @@ class Relay:
                 self.stopping.wait(delay)
                 continue
             failures = 0
-            if result.claimed < self.batch_size:
+            if result.drained(self.batch_size):
                 self._wait_for_commit()
 
     def _backoff(self, failures: int) -> float:

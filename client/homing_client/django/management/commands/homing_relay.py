@@ -14,6 +14,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--batch-size", type=int, default=100)
         parser.add_argument(
+            "--batch-seconds",
+            type=float,
+            default=10.0,
+            help="send no new row of a batch after this long (its row locks are held)",
+        )
+        parser.add_argument(
             "--poll-interval", type=float, default=5.0, help="seconds between safety polls"
         )
         parser.add_argument(
@@ -31,6 +37,7 @@ class Command(BaseCommand):
             return
         relay = Relay(
             batch_size=options["batch_size"],
+            batch_seconds=options["batch_seconds"],
             poll_interval=options["poll_interval"],
             max_backoff=options["max_backoff"],
             using=options["database"],
