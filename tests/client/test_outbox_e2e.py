@@ -227,3 +227,21 @@ def test_a_slow_homing_cuts_a_batch_short_and_the_rest_follows(alice, homing_api
     assert proxy.sent_keys() == outbox_ids  # still in order of creation, each once
     # Several short transactions (a row or two each), not one of 2.4 s.
     assert relay.log().count("Relayed ") >= 3, relay.log()
+
+
+def test_a_wrong_api_key_leaves_rows_pending_instead_of_failing_them(
+    alice, homing_api, proxy, producer
+):
+    outbox_ids = producer.create_orders(count=2).json()["outbox_ids"]
+    wrong = producer.start_relay(proxy.url, "hom_not-a-key")
+
+    wait_until(lambda: producer.rows()[0]["attempts"] >= 2, timeout=20)
+    rows = producer.rows()
+    assert [row["status"] for row in rows] == ["pending", "pending"]
+    assert rows[0]["last_error"].startswith("HTTP 401: "), rows[0]["last_error"]
+    assert rows[1]["attempts"] == 0  # the batch stopped at the first row: order is kept
+
+    wrong.stop()
+    producer.start_relay(proxy.url, alice.key)  # the operator fixes HOMING_API_KEY
+    wait_until(lambda: all_sent(producer, 2), timeout=20)
+    assert proxy.sent_keys() == outbox_ids

@@ -33,6 +33,11 @@ from homing_client.django.outbox import CHANNEL
 
 logger = logging.getLogger("homing_client.relay")
 
+# Answers about the relay, not the row: a wrong HOMING_API_KEY (401, 403), a wrong
+# HOMING_URL (404, 405) or a rate limit (429). Failing rows on them would burn the whole
+# outbox on one configuration mistake, so the rows wait like when Homing is down.
+NOT_ABOUT_THE_ROW = frozenset({401, 403, 404, 405, 429})
+
 
 @dataclass
 class BatchResult:
@@ -90,16 +95,15 @@ def outbox_relay_batch(
             row.attempts += 1
             try:
                 event = client.publish(row.type, row.data, idempotency_key=row.id)
-            except HomingUnavailable as error:
-                row.last_error = str(error)[:2000]
-                row.save(update_fields=["attempts", "last_error"])
-                result.unavailable = row.last_error
-                # Stop here rather than skip: later rows must not overtake this one.
-                break
             except HomingError as error:
+                row.last_error = str(error)[:2000]
+                if isinstance(error, HomingUnavailable) or error.status in NOT_ABOUT_THE_ROW:
+                    row.save(update_fields=["attempts", "last_error"])
+                    result.unavailable = row.last_error
+                    # Stop here rather than skip: later rows must not overtake this one.
+                    break
                 # Refused for good (400, 413, 422...): sending it again cannot help.
                 row.status = OutboxEvent.Status.FAILED
-                row.last_error = str(error)[:2000]
                 row.save(update_fields=["attempts", "status", "last_error"])
                 result.failed += 1
                 logger.error("Homing refused outbox row %s (%s): %s", row.id, row.type, error)
@@ -192,7 +196,7 @@ class Relay:
                 failures += 1
                 delay = self._backoff(failures)
                 logger.warning(
-                    "Homing unreachable (%s); rows stay pending, next try in %.1fs",
+                    "Homing cannot take rows (%s); they stay pending, next try in %.1fs",
                     result.unavailable,
                     delay,
                 )
