@@ -1,0 +1,156 @@
+"""A small HTTP client for Homing's events API (standard library only)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import secrets
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from homing_client.errors import HomingError, HomingUnavailable
+
+__all__ = ["Client"]
+
+USER_AGENT = "homing-client/0.1"
+
+
+def new_idempotency_key() -> str:
+    # 128 random bits: unique per logical publish, reused by every retry of it.
+    return f"hc_{secrets.token_hex(16)}"
+
+
+class Client:
+    """Publishes events to Homing, retrying what is safe to retry.
+
+    Every publish carries an ``Idempotency-Key`` (one is generated when none is given)
+    and every retry reuses it, so a retry after a lost answer replays the first result
+    instead of creating a second event. Connection errors, timeouts, 5xx and 409 (the
+    first request with this key is still being processed) are retried with
+    exponential backoff and full jitter for up to ``retry_for`` seconds; any other 4xx
+    raises :class:`HomingError` at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        timeout: float = 10,
+        *,
+        retry_for: float = 60,
+        backoff: float = 0.5,
+        max_backoff: float = 10,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retry_for = retry_for
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._sleep = sleep
+
+    def publish(
+        self, type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Create one event; returns Homing's 202 body (``id``, ``deliveries``, ...)."""
+        body = _encode({"type": type, "data": data})
+        return self._post("/api/v1/events", body, idempotency_key or new_idempotency_key())
+
+    def publish_batch(
+        self, events: Iterable[Mapping[str, Any]], idempotency_key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Create several events at once, all or nothing; returns them in order."""
+        items = [{"type": event["type"], "data": event["data"]} for event in events]
+        body = _encode({"events": items})
+        answer = self._post("/api/v1/events/batch", body, idempotency_key or new_idempotency_key())
+        return answer["events"]
+
+    def _post(self, path: str, body: bytes, key: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.retry_for
+        attempt = 0
+        while True:
+            try:
+                return self._send(path, body, key)
+            except HomingUnavailable as error:
+                attempt += 1
+                # Full jitter: clients that failed together do not retry together.
+                delay = random.uniform(0, min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+                delay = max(delay, error.retry_after or 0.0)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                self._sleep(min(delay, remaining))
+
+    def _send(self, path: str, body: bytes, key: str) -> dict[str, Any]:
+        request = urllib.request.Request(  # noqa: S310 - base_url is the operator's setting
+            self.base_url + path,
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self.api_key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "Idempotency-Key": key,
+                "User-Agent": USER_AGENT,
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, _read_quietly(error)
+            message = _error_message(raw, error.reason)
+            if status >= 500 or status == 409:
+                raise _unavailable(message, status, error.headers.get("Retry-After")) from None
+            raise HomingError(message, status=status) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+            # URLError wraps refused connections and DNS failures; a timeout or a
+            # connection dropped mid-answer surfaces as OSError or HTTPException.
+            reason = getattr(error, "reason", None) or error
+            raise _unavailable(f"Homing unreachable: {reason}", None, None) from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise _unavailable("Homing answered with a body that is not JSON", None, None) from None
+
+
+def _encode(payload: dict[str, Any]) -> bytes:
+    # Raises TypeError (unserializable) or ValueError (NaN, Infinity, cycles) before
+    # anything is sent: Homing would refuse them anyway.
+    return json.dumps(payload, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _unavailable(message: str, status: int | None, retry_after: str | None) -> HomingUnavailable:
+    error = HomingUnavailable(message, status=status)
+    error.retry_after = _seconds(retry_after)
+    return error
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return min(float(value), 60.0) if value else None
+    except ValueError:
+        return None  # an HTTP date: rare enough to fall back to our own backoff
+
+
+def _read_quietly(error: urllib.error.HTTPError) -> bytes:
+    try:
+        return error.read()
+    except (OSError, http.client.HTTPException):
+        return b""
+
+
+def _error_message(raw: bytes, reason: str) -> str:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    text = raw.decode("utf-8", "replace").strip()
+    return text[:500] or str(reason)
