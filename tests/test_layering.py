@@ -52,7 +52,7 @@ def _is_models(module: str) -> bool:
 
 def _is_views(module: str) -> bool:
     parts = module.split(".")
-    return "views" in parts[1:] or parts[1:2] == ["api"] and parts[2:3] == ["views"]
+    return "views" in parts[1:] or (parts[1:2] == ["api"] and parts[2:3] == ["views"])
 
 
 def test_graph_finds_the_modules():
