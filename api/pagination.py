@@ -63,6 +63,24 @@ class NewestFirstPagination(BasePagination):
             },
         }
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": self.cursor_query_param,
+                "in": "query",
+                "required": False,
+                "description": "The `next` link's cursor (opaque).",
+                "schema": {"type": "string"},
+            },
+            {
+                "name": self.page_size_query_param,
+                "in": "query",
+                "required": False,
+                "description": f"Items per page, at most {self.max_page_size}.",
+                "schema": {"type": "integer", "minimum": 1},
+            },
+        ]
+
     def get_next_link(self) -> str | None:
         if self.next_position is None:
             return None
