@@ -9,6 +9,8 @@ import pytest
 from django.utils import timezone
 
 from core.ids import new_id
+from deliveries.models import Delivery
+from dlq.models import DeadLetter
 from webhooks.models import Event
 
 
@@ -75,3 +77,39 @@ def test_a_tampered_cursor_is_a_400(alice, route, cursor):
 
 def test_a_bad_limit_is_a_400(alice):
     assert alice.client.get("/api/v1/events?limit=abc").status_code == 400
+
+
+def test_dead_letters_of_one_deactivation_are_walked_once(alice):
+    """A deactivation parks every pending delivery with one dead_at."""
+    endpoint = alice.client.post(
+        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json"
+    ).json()
+    event = Event.objects.create(tenant=alice.tenant, type="a.b", data={})
+    deliveries = Delivery.objects.bulk_create(
+        Delivery(
+            id=new_id("dlv"),
+            tenant=alice.tenant,
+            event=event,
+            endpoint_id=endpoint["id"],
+            status=Delivery.Status.DEAD,
+        )
+        for _ in range(1200)
+    )
+    dead_at = timezone.now()
+    DeadLetter.objects.bulk_create(
+        DeadLetter(
+            id=new_id("dl"),
+            tenant=alice.tenant,
+            delivery=delivery,
+            event=event,
+            endpoint_id=endpoint["id"],
+            event_type="a.b",
+            reason="endpoint deactivated",
+            dead_at=dead_at,
+        )
+        for delivery in deliveries
+    )
+
+    seen = walk(alice.client, "/api/v1/dead-letters?limit=100")
+
+    assert len(seen) == 1200 and len(set(seen)) == 1200
