@@ -48,9 +48,12 @@ def endpoint_url_check(*, url: Any) -> str:
         raise InvalidInput("url", "Must be a URL.")
     if len(url) > MAX_URL_LENGTH:
         raise InvalidInput("url", f"At most {MAX_URL_LENGTH} characters.")
-    if CONTROL_CHARACTERS.search(url) or url != url.strip():
+    if CONTROL_CHARACTERS.search(url) or any(c.isspace() for c in url):
         raise InvalidInput("url", "Contains whitespace or control characters.")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "http://[::1" (an unclosed IPv6 bracket)
+        raise InvalidInput("url", "Not a valid URL.") from None
     if parts.scheme not in ("http", "https"):
         raise InvalidInput("url", "Only http and https URLs are accepted.")
     if not parts.hostname:
