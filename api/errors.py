@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.exceptions import HomingError
+from core.exceptions import HomingError, InvalidInput
 
 
 def _first_message(detail: Any) -> str:
@@ -22,6 +23,11 @@ def _first_message(detail: Any) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, InvalidInput):
+        return Response(
+            {"message": f"Invalid input: {exc.message}", "errors": {exc.field: [exc.detail]}},
+            status=exc.status_code,
+        )
     if isinstance(exc, HomingError):
         return Response({"message": exc.message}, status=exc.status_code)
     if isinstance(exc, Http404):
@@ -46,5 +52,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+# Exempt from CSRF: a POST to an unknown route must be a JSON 404, not Django's 403 HTML
+# page about a missing CSRF cookie. The view changes nothing, so CSRF protects nothing.
+@csrf_exempt
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse({"message": f"No API route {request.path}."}, status=404)

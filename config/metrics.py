@@ -1,11 +1,25 @@
-"""GET /metrics in the Prometheus text format (counters from Redis, gauges from SQL)."""
+"""GET /metrics in the Prometheus text format (counters from Redis, gauges from SQL).
+
+Answers 200 whatever is down: a family whose source cannot be read is left out (and
+logged), so a Redis outage shows as missing series rather than as a failed scrape of
+everything else. Gauges are cached a few seconds (config.gauges), so a scrape costs no
+table scan. With HOMING_METRICS_TOKEN set it wants `Authorization: Bearer <token>`.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+import hmac
+import logging
 
+import redis
+from django.conf import settings
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from config.gauges import queue_gauges_cached
 from core import counters
-from deliveries.selectors import queue_gauges
+
+logger = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "retryable", "fatal")
 
@@ -16,16 +30,58 @@ def _family(name: str, kind: str, help_text: str, samples: list[tuple[str, float
     return lines
 
 
-def metrics(request: HttpRequest) -> HttpResponse:
-    counts = counters.read_all()
-    gauges = queue_gauges()
-    lines = [
+def _authorized(request: HttpRequest) -> bool:
+    token = settings.HOMING_METRICS_TOKEN
+    if not token:
+        return True
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # Constant-time: the comparison must not tell how much of a guess was right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
+def _counter_lines() -> list[str]:
+    try:
+        counts = counters.read_all()
+    except (redis.RedisError, OSError, DatabaseError):
+        logger.warning("metrics: counters unavailable, left out", exc_info=True)
+        return []
+    return [
         *_family(
             "homing_attempts_total",
             "counter",
             "Delivery attempts by outcome.",
             [(f'{{outcome="{o}"}}', counts.get(f"attempts_{o}", 0)) for o in OUTCOMES],
         ),
+        *_family(
+            "homing_events_total",
+            "counter",
+            "Events accepted.",
+            [("", counts.get("events", 0))],
+        ),
+        *_family(
+            "homing_idempotency_replays_total",
+            "counter",
+            "Requests answered from a stored Idempotency-Key response.",
+            [("", counts.get("idempotency_replays", 0))],
+        ),
+        *_family(
+            "homing_idempotency_conflicts_total",
+            "counter",
+            "Idempotency-Key requests refused (409 in progress, 422 other body).",
+            [("", counts.get("idempotency_conflicts", 0))],
+        ),
+    ]
+
+
+def _gauge_lines() -> list[str]:
+    try:
+        gauges = queue_gauges_cached()
+    except DatabaseError:
+        logger.warning("metrics: queue gauges unavailable, left out", exc_info=True)
+        return []
+    return [
         *_family(
             "homing_deliveries",
             "gauge",
@@ -50,19 +106,16 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "How late the most overdue pending attempt is.",
             [("", round(gauges.delivery_lag, 3))],
         ),
-        *_family(
-            "homing_idempotency_replays_total",
-            "counter",
-            "Requests answered from a stored Idempotency-Key response.",
-            [("", counts.get("idempotency_replays", 0))],
-        ),
-        *_family(
-            "homing_idempotency_conflicts_total",
-            "counter",
-            "Idempotency-Key requests refused (409 in progress, 422 other body).",
-            [("", counts.get("idempotency_conflicts", 0))],
-        ),
     ]
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        response = JsonResponse({"message": "Use 'Authorization: Bearer <metrics token>'."})
+        response.status_code = 401
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    lines = [*_counter_lines(), *_gauge_lines()]
     return HttpResponse(
         "\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8"
     )

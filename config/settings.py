@@ -167,3 +167,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" or not REDIS_U
     for folder in (VAR_DIR, VAR_DIR / "broker" / "out", VAR_DIR / "broker" / "processed"):
         folder.mkdir(parents=True, exist_ok=True)
 SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"] = ["rest_framework.permissions.AllowAny"]
+# Keys that encrypt endpoint secrets at rest, comma-separated: the first encrypts, all
+# decrypt (rotation: README). Empty: one key derived from SECRET_KEY.
+HOMING_ENCRYPTION_KEY = env.list("HOMING_ENCRYPTION_KEY", default=[])
+# /metrics requires `Authorization: Bearer <token>` when this is set.
+HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
+HOMING_MAX_ENDPOINTS_PER_TENANT = int(
+    number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
+)

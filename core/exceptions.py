@@ -25,3 +25,12 @@ class IdempotencyKeyMismatch(HomingError):
     """The key was used before with a different request body."""
 
     status_code = 422
+
+
+class InvalidInput(HomingError):
+    """Bad input found by a service (not a serializer): 400 naming the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.detail = message

@@ -1,8 +1,20 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, Endpoint, Event, Tenant
+from webhooks.services.endpoint_rules import endpoint_fields_check
+from webhooks.services.endpoints import (
+    ENDPOINT_FIELDS,
+    endpoint_create,
+    endpoint_limit_check,
+    endpoint_update,
+)
 
 
 @admin.register(Tenant)
@@ -17,12 +29,53 @@ class ApiKeyAdmin(admin.ModelAdmin):
     readonly_fields = ["key_hash", "prefix", "tenant", "created_at"]
 
 
+class EndpointForm(forms.ModelForm):
+    """The admin's endpoint form checks fields with the API's rules (endpoint_rules)."""
+
+    url = forms.CharField(max_length=2048, strip=False)  # checked by endpoint_rules
+
+    class Meta:
+        model = Endpoint
+        fields = ["tenant", *ENDPOINT_FIELDS]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        checked = {name: cleaned[name] for name in ENDPOINT_FIELDS if name in cleaned}
+        try:
+            cleaned.update(endpoint_fields_check(fields=checked))
+            if self.instance._state.adding and cleaned.get("tenant"):
+                endpoint_limit_check(tenant=cleaned["tenant"])
+        except InvalidInput as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.detail)
+        return cleaned
+
+
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
+    """Saves go through the services, as the API's do: a new endpoint gets a secret (and
+    counts against the tenant's limit); a deactivation parks the pending deliveries."""
+
+    form = EndpointForm
     list_display = ["url", "tenant", "is_active", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["url", "id"]
-    exclude = ["secret", "previous_secret"]  # signing secrets are not for display
+    list_select_related = ["tenant"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> list[str]:
+        return ["tenant"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
+        fields = {name: form.cleaned_data[name] for name in ENDPOINT_FIELDS}
+        if change:
+            # The row as it was: endpoint_update must see the endpoint was active.
+            original = Endpoint.objects.get(pk=obj.pk)
+            changed = {name: fields[name] for name in form.changed_data if name in fields}
+            endpoint_update(endpoint=original, **changed)
+        else:
+            created = endpoint_create(tenant=form.cleaned_data["tenant"], **fields)
+            obj.pk = created.pk
+            obj._state.adding = False
+        obj.refresh_from_db()
 
 
 @admin.register(Event)

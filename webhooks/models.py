@@ -39,16 +39,19 @@ class Endpoint(models.Model):
     rate_limit = models.PositiveIntegerField(null=True, blank=True)
     headers = models.JSONField(default=dict, blank=True)
     is_active = models.BooleanField(default=True)
-    secret = models.CharField(max_length=100)
-    previous_secret = models.CharField(max_length=100, blank=True, default="")
-    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    # The signing secret, encrypted (core.crypto); only services decrypt it.
+    secret = models.TextField()
+    # Secrets replaced within the rotation grace, still signing until their expiry:
+    # [{"secret": <encrypted>, "expires_at": <ISO 8601>}], newest first.
+    previous_secrets = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
-            # Listing a tenant's endpoints newest first, and ingestion's active lookup.
-            models.Index(fields=["tenant", "-created_at"], name="endpoint_tenant_created"),
+            # GET /endpoints: a tenant's endpoints on the keyset (created_at, id), newest
+            # first; also ingestion's active lookup and the per-tenant limit's count.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="endpoint_tenant_keyset"),
         ]
 
     def __str__(self) -> str:
@@ -75,9 +78,11 @@ class Event(models.Model):
 
     class Meta:
         indexes = [
-            # GET /events newest first, optionally ?type=.
-            models.Index(fields=["tenant", "-created_at"], name="event_tenant_created"),
-            models.Index(fields=["tenant", "type", "-created_at"], name="event_tenant_type"),
+            # GET /events on the keyset (created_at, id) newest first, optionally ?type=.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="event_tenant_keyset"),
+            models.Index(
+                fields=["tenant", "type", "-created_at", "-id"], name="event_tenant_type_keyset"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import HomingError
+from core.redis import once_claim, once_release
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
@@ -86,7 +87,9 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
         )
         if updated:
             publish_deliveries_on_commit([delivery.pk])
-        else:  # in flight (or just claimed): come back when its attempt is recorded
+        elif once_claim(_chain_key(delivery.pk), ttl_seconds=RETRY_WAIT_TRIES + 60):
+            # In flight (or just claimed): come back when its attempt is recorded. One
+            # waiting chain per delivery: more clicks meanwhile add no messages.
             transaction.on_commit(
                 lambda: publish_retry_when_free(delivery.pk, tries_left=RETRY_WAIT_TRIES)
             )
@@ -98,9 +101,15 @@ def delivery_retry_when_free(*, delivery_id: str, tries_left: int) -> None:
     """The retry asked for while an attempt was in flight, once that attempt is over."""
     delivery = Delivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
     if delivery is None or not delivery.endpoint.is_active:
+        once_release(_chain_key(delivery_id))
         return
-    if delivery.status == Delivery.Status.DELIVERING:
-        if tries_left > 0:
-            publish_retry_when_free(delivery_id, tries_left=tries_left - 1)
+    if delivery.status == Delivery.Status.DELIVERING and tries_left > 0:
+        publish_retry_when_free(delivery_id, tries_left=tries_left - 1)
         return
-    delivery_retry_now(delivery=delivery)
+    once_release(_chain_key(delivery_id))  # the chain ends here
+    if delivery.status != Delivery.Status.DELIVERING:
+        delivery_retry_now(delivery=delivery)
+
+
+def _chain_key(delivery_id: str) -> str:
+    return f"homing:retry-chain:{delivery_id}"

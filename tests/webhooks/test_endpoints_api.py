@@ -138,7 +138,8 @@ def test_it_rotates_the_secret(alice):
     assert response.status_code == 200
     new_secret = response.json()["secret"]
     assert new_secret.startswith("whsec_") and new_secret != endpoint["secret"]
-    assert alice.client.get(f"/api/v1/endpoints/{endpoint['id']}").json()["secret"] == new_secret
+    shown = alice.client.get(f"/api/v1/endpoints/{endpoint['id']}/secret")
+    assert shown.status_code == 200 and shown.json() == {"secret": new_secret}
 
 
 def test_deactivating_an_endpoint_parks_its_pending_deliveries(alice):

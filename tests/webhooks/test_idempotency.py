@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -11,6 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from core import counters
+from core.exceptions import IdempotencyKeyInUse
 from webhooks.models import Event, IdempotencyRecord
 
 BODY = {"type": "payment.succeeded", "data": {"amount": 4200, "currency": "EUR"}}
@@ -83,8 +86,49 @@ def test_a_key_still_being_processed_is_409(alice, endpoint):
     assert Event.objects.count() == 0
 
 
-def test_a_request_that_died_mid_way_can_be_retried_after_a_minute(alice, endpoint):
-    long_ago = timezone.now() - timedelta(minutes=2)
+def _processing_since(alice, since):
+    return IdempotencyRecord.objects.create(
+        tenant=alice.tenant,
+        key="order-1234",
+        request_hash=_fingerprint(),
+        created_at=since,
+        expires_at=since + timedelta(hours=24),
+    )
+
+
+def test_a_request_that_may_still_run_is_not_taken_over(alice, endpoint):
+    # Two minutes exceeds gunicorn's 30 s timeout, but a gthread worker's request can
+    # outlive it: taking the key over then would create a second event.
+    _processing_since(alice, timezone.now() - timedelta(minutes=2))
+    assert post(alice).status_code == 409
+    assert Event.objects.count() == 0
+
+
+def test_stale_processing_exceeds_the_web_timeout():
+    from webhooks.services.idempotency import STALE_PROCESSING
+
+    procfile = (Path(__file__).resolve().parents[2] / "Procfile").read_text()
+    given = re.search(r"--timeout[= ](\d+)", procfile)
+    web_timeout = int(given.group(1)) if given else 30  # gunicorn's default
+    assert STALE_PROCESSING.total_seconds() > 2 * web_timeout
+
+
+def test_a_request_taken_over_while_running_rolls_back(alice, endpoint):
+    from webhooks.services.idempotency import idempotent_call
+
+    def produce():
+        Event.objects.create(tenant=alice.tenant, type="a.b", data={})
+        # Meanwhile another request judged ours stale and took the key over.
+        IdempotencyRecord.objects.filter(key="k").update(created_at=timezone.now())
+        return 202, b"{}"
+
+    with pytest.raises(IdempotencyKeyInUse):
+        idempotent_call(tenant=alice.tenant, key="k", fingerprint="f", produce=produce)
+    assert Event.objects.count() == 0
+
+
+def test_a_request_that_died_mid_way_can_be_retried_after_five_minutes(alice, endpoint):
+    long_ago = timezone.now() - timedelta(minutes=6)
     IdempotencyRecord.objects.create(
         tenant=alice.tenant,
         key="order-1234",

@@ -2,56 +2,26 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
-from django.conf import settings
 from rest_framework import serializers
 
-from core.network import resolve_blocked_reason
 from webhooks.models import Endpoint, Event
 
 EVENT_TYPE = re.compile(r"^[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*$")
-EVENT_TYPE_PATTERN = re.compile(r"^(\*|[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*(\.\*)?)$")
-HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]{1,100}$")
-# Headers Homing sets itself: a user value would break signing or HTTP framing.
-RESERVED_HEADERS = {
-    "content-type",
-    "user-agent",
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-}
-MAX_CUSTOM_HEADERS = 20
-
-
-def validate_endpoint_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise serializers.ValidationError("Only http and https URLs are accepted.")
-    if not parts.hostname:
-        raise serializers.ValidationError("The URL has no host.")
-    if parts.username or parts.password:
-        raise serializers.ValidationError("Put credentials in `headers`, not in the URL.")
-    if not settings.HOMING_ALLOW_PRIVATE_NETWORKS:
-        reason = resolve_blocked_reason(parts.hostname)
-        if reason:
-            raise serializers.ValidationError(
-                f"{reason}; private, loopback and link-local addresses are refused "
-                "(set HOMING_ALLOW_PRIVATE_NETWORKS=true to allow them)."
-            )
-    return url
 
 
 class EndpointSerializer(serializers.ModelSerializer):
-    url = serializers.URLField(max_length=2048)
+    """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
+    (shared with the admin), so this only checks JSON types. It never carries the secret."""
+
+    url = serializers.CharField(trim_whitespace=False)
     event_types = serializers.ListField(
-        child=serializers.CharField(max_length=255), required=False, max_length=100
+        child=serializers.CharField(trim_whitespace=False), required=False
     )
-    rate_limit = serializers.IntegerField(
-        min_value=1, max_value=100_000, allow_null=True, required=False
+    rate_limit = serializers.IntegerField(allow_null=True, required=False)
+    headers = serializers.DictField(
+        child=serializers.CharField(trim_whitespace=False, allow_blank=True), required=False
     )
-    headers = serializers.DictField(child=serializers.CharField(max_length=4096), required=False)
 
     class Meta:
         model = Endpoint
@@ -63,36 +33,18 @@ class EndpointSerializer(serializers.ModelSerializer):
             "rate_limit",
             "headers",
             "is_active",
-            "secret",
             "created_at",
         ]
-        read_only_fields = ["id", "secret", "created_at"]
+        read_only_fields = ["id", "created_at"]
 
-    def validate_url(self, url: str) -> str:
-        return validate_endpoint_url(url)
 
-    def validate_event_types(self, event_types: list[str]) -> list[str]:
-        for pattern in event_types:
-            if not EVENT_TYPE_PATTERN.match(pattern):
-                raise serializers.ValidationError(
-                    f"{pattern!r} is not an event type or a `prefix.*` pattern."
-                )
-        return list(dict.fromkeys(event_types))  # drop repeats, keep order
+class EndpointWithSecretSerializer(EndpointSerializer):
+    """The answer to POST /endpoints: the only endpoint body that carries the secret."""
 
-    def validate_headers(self, headers: dict[str, str]) -> dict[str, str]:
-        if len(headers) > MAX_CUSTOM_HEADERS:
-            raise serializers.ValidationError(f"At most {MAX_CUSTOM_HEADERS} headers.")
-        for name, value in headers.items():
-            if not HEADER_NAME.match(name):
-                raise serializers.ValidationError(f"{name!r} is not a valid header name.")
-            lowered = name.lower()
-            if lowered in RESERVED_HEADERS or lowered.startswith("webhook-"):
-                raise serializers.ValidationError(
-                    f"{name!r} is set by Homing and cannot be overridden."
-                )
-            if "\r" in value or "\n" in value:
-                raise serializers.ValidationError(f"The value of {name!r} contains a line break.")
-        return headers
+    secret = serializers.CharField(read_only=True)
+
+    class Meta(EndpointSerializer.Meta):
+        fields = [*EndpointSerializer.Meta.fields, "secret"]
 
 
 class SecretSerializer(serializers.Serializer):

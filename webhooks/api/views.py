@@ -19,6 +19,7 @@ from api.scoping import TenantScoped
 from core.exceptions import PayloadTooLarge
 from webhooks.api.serializers import (
     EndpointSerializer,
+    EndpointWithSecretSerializer,
     EventCreateSerializer,
     EventSerializer,
     EventSummarySerializer,
@@ -29,6 +30,7 @@ from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
     endpoint_rotate_secret,
+    endpoint_secret,
     endpoint_update,
 )
 from webhooks.services.events import event_ingest
@@ -41,8 +43,14 @@ class EndpointList(TenantScoped, generics.ListCreateAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
 
-    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = endpoint_create(tenant=self.request.auth, **serializer.validated_data)
+    @extend_schema(responses={201: EndpointWithSecretSerializer})
+    def post(self, request: Request) -> Response:
+        incoming = EndpointSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        endpoint = endpoint_create(tenant=request.auth, **incoming.validated_data)
+        # The one endpoint body that shows the secret: the caller has just created it.
+        body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
@@ -65,7 +73,17 @@ class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
 
     def post(self, request: Request, pk: str) -> Response:
         endpoint = endpoint_rotate_secret(endpoint=self.get_object())
-        return Response({"secret": endpoint.secret})
+        return Response({"secret": endpoint_secret(endpoint=endpoint)})
+
+
+class EndpointSecret(TenantScoped, generics.GenericAPIView):
+    """GET /endpoints/{id}/secret: the current secret, asked for on purpose."""
+
+    model = Endpoint
+    serializer_class = SecretSerializer
+
+    def get(self, request: Request, pk: str) -> Response:
+        return Response({"secret": endpoint_secret(endpoint=self.get_object())})
 
 
 class EventList(TenantScoped, generics.ListAPIView):

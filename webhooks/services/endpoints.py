@@ -1,29 +1,61 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from core import crypto
+from core.exceptions import InvalidInput
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from deliveries.signing import generate_secret
 from webhooks.models import Endpoint, Tenant
+from webhooks.services.endpoint_rules import endpoint_fields_check
 
 ENDPOINT_FIELDS = ("url", "description", "event_types", "rate_limit", "headers", "is_active")
+# Each secret still in its grace adds a signature to every request; a burst of rotations
+# keeps the newest this many (a receiver lagging further behind than that is lost).
+MAX_PREVIOUS_SECRETS = 10
 
 
 def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
-    return Endpoint.objects.create(tenant=tenant, secret=generate_secret(), **fields)
+    """A new endpoint with a fresh (encrypted) secret; refuses bad fields and the limit."""
+    _check_names(fields)
+    fields = endpoint_fields_check(fields=fields)
+    if "url" not in fields:
+        raise InvalidInput("url", "This field is required.")
+    with transaction.atomic():
+        # The tenant row lock serialises creations of one tenant, so two concurrent
+        # requests cannot both take the last place under the limit.
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        endpoint_limit_check(tenant=tenant)
+        return Endpoint.objects.create(
+            tenant=tenant, secret=crypto.encrypt(generate_secret()), **fields
+        )
+
+
+def endpoint_limit_check(*, tenant: Tenant) -> None:
+    """Refuse one endpoint more than HOMING_MAX_ENDPOINTS_PER_TENANT: many endpoints of
+    one tenant on one victim URL would turn each event into that many POSTs."""
+    limit = settings.HOMING_MAX_ENDPOINTS_PER_TENANT
+    if Endpoint.objects.filter(tenant=tenant).count() >= limit:
+        raise InvalidInput(
+            "endpoints",
+            f"A tenant has at most {limit} endpoints "
+            "(HOMING_MAX_ENDPOINTS_PER_TENANT); delete one first.",
+        )
 
 
 @transaction.atomic
 def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
-    was_active = endpoint.is_active
+    """Change fields; deactivating parks the pending deliveries in the dead-letter queue."""
+    _check_names(fields)
+    fields = endpoint_fields_check(fields=fields)
+    was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
     for name, value in fields.items():
-        if name not in ENDPOINT_FIELDS:
-            raise ValueError(f"{name} is not an updatable endpoint field")
         setattr(endpoint, name, value)
     endpoint.save(update_fields=[*fields, "updated_at"])
     if was_active and not endpoint.is_active:
@@ -31,26 +63,64 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     return endpoint
 
 
+def _check_names(fields: dict[str, Any]) -> None:
+    for name in fields:
+        if name not in ENDPOINT_FIELDS:
+            raise ValueError(f"{name} is not an updatable endpoint field")
+
+
 def endpoint_delete(*, endpoint: Endpoint) -> None:
     endpoint.delete()
 
 
+def endpoint_secret(*, endpoint: Endpoint) -> str:
+    """The current signing secret in plain text (create, rotate and GET …/secret)."""
+    return crypto.decrypt(endpoint.secret)
+
+
+@transaction.atomic
 def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
-    """New signing secret; the old one keeps signing too for the rotation grace period."""
+    """New signing secret; every replaced one keeps signing until its own grace ends."""
+    now = timezone.now()
     grace = timedelta(seconds=settings.HOMING_SECRET_ROTATION_GRACE)
-    endpoint.previous_secret = endpoint.secret
-    endpoint.previous_secret_expires_at = timezone.now() + grace
-    endpoint.secret = generate_secret()
-    endpoint.save(
-        update_fields=["secret", "previous_secret", "previous_secret_expires_at", "updated_at"]
-    )
+    locked = Endpoint.objects.select_for_update().get(pk=endpoint.pk)  # concurrent rotations
+    retired = {"secret": locked.secret, "expires_at": (now + grace).isoformat()}
+    still_valid = [item for item in locked.previous_secrets if _expiry(item) > now]
+    endpoint.previous_secrets = [retired, *still_valid][:MAX_PREVIOUS_SECRETS]
+    endpoint.secret = crypto.encrypt(generate_secret())
+    endpoint.save(update_fields=["secret", "previous_secrets", "updated_at"])
     return endpoint
 
 
 def endpoint_signing_secrets(*, endpoint: Endpoint) -> list[str]:
-    """Every secret that signs now: the current one, and the previous one in its grace."""
-    secrets = [endpoint.secret]
-    expires = endpoint.previous_secret_expires_at
-    if endpoint.previous_secret and expires and expires > timezone.now():
-        secrets.append(endpoint.previous_secret)
+    """Every secret that signs now, decrypted: the current one, then those in their grace."""
+    now = timezone.now()
+    secrets = [crypto.decrypt(endpoint.secret)]
+    for item in endpoint.previous_secrets or []:
+        if _expiry(item) > now:
+            secrets.append(crypto.decrypt(item["secret"]))
     return secrets
+
+
+def _expiry(item: dict[str, str]) -> datetime:
+    parsed = parse_datetime(item.get("expires_at", ""))
+    return parsed if parsed is not None else timezone.now()
+
+
+def endpoint_secrets_reencrypt() -> int:
+    """Re-encrypt every stored secret with the first HOMING_ENCRYPTION_KEY; returns how many
+    endpoints (the key rotation command). Row by row, each in its own short transaction."""
+    done = 0
+    for pk in Endpoint.objects.values_list("pk", flat=True).iterator(chunk_size=500):
+        with transaction.atomic():
+            endpoint = Endpoint.objects.select_for_update().filter(pk=pk).first()
+            if endpoint is None:
+                continue
+            endpoint.secret = crypto.reencrypt(endpoint.secret)
+            endpoint.previous_secrets = [
+                {**item, "secret": crypto.reencrypt(item["secret"])}
+                for item in endpoint.previous_secrets or []
+            ]
+            endpoint.save(update_fields=["secret", "previous_secrets"])
+        done += 1
+    return done

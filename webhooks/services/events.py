@@ -4,6 +4,7 @@ from typing import Any
 
 from django.db import transaction
 
+from core import counters
 from deliveries.services.creation import deliveries_create_for_event
 from webhooks.models import Endpoint, Event, Tenant
 
@@ -24,6 +25,7 @@ def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> Ev
         if endpoint.matches(event_type)
     ]
     deliveries = deliveries_create_for_event(event=event, endpoints=endpoints)
+    transaction.on_commit(lambda: counters.increment("events"))  # homing_events_total
     # Spare the response a query: the deliveries were just made.
     event._prefetched_objects_cache = {"deliveries": deliveries}  # type: ignore[attr-defined]
     return event

@@ -25,8 +25,12 @@ from core.exceptions import IdempotencyKeyInUse, IdempotencyKeyMismatch
 from webhooks.models import IdempotencyRecord, Tenant
 
 # A request still "processing" after this long died mid-way (its process was killed):
-# the key may then be processed again rather than answer 409 until it expires.
-STALE_PROCESSING = timedelta(seconds=60)
+# the key may then be processed again rather than answer 409 until it expires. It must
+# exceed the longest request: gunicorn's worker timeout is 30 s (its default, the
+# Procfile's), and a gthread worker can let one thread run past it, so five minutes
+# leaves a wide margin. Should a request still outlive it, the owner check below
+# (`claimed_at`) rolls that request back instead of letting it create a second event.
+STALE_PROCESSING = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -51,21 +55,37 @@ def idempotent_call(
         return StoredResponse(
             record.response_status or 0, bytes(record.response_body or b""), replayed=True
         )
+    claimed_at = record.created_at  # our ownership token: a take-over changes it
     try:
         with transaction.atomic():
             status, body = produce()
-            IdempotencyRecord.objects.filter(pk=record.pk).update(
+            still_ours = IdempotencyRecord.objects.filter(
+                pk=record.pk, status=IdempotencyRecord.Status.PROCESSING, created_at=claimed_at
+            ).update(
                 status=IdempotencyRecord.Status.COMPLETED,
                 response_status=status,
                 response_body=body,
             )
+            if not still_ours:
+                # Taken over as stale while we worked: roll our work back, so the key
+                # yields one event, the new owner's.
+                raise _LostOwnership
+    except _LostOwnership:
+        counters.increment("idempotency_conflicts")
+        raise IdempotencyKeyInUse(
+            "A request with this Idempotency-Key is still being processed; retry shortly."
+        ) from None
     except BaseException:
         # Nothing was done: free the key so the client's retry is processed.
         IdempotencyRecord.objects.filter(
-            pk=record.pk, status=IdempotencyRecord.Status.PROCESSING
+            pk=record.pk, status=IdempotencyRecord.Status.PROCESSING, created_at=claimed_at
         ).delete()
         raise
     return StoredResponse(status, body, replayed=False)
+
+
+class _LostOwnership(Exception):
+    pass
 
 
 def _claim(*, tenant: Tenant, key: str, fingerprint: str) -> IdempotencyRecord:
@@ -109,6 +129,8 @@ def _take_over(record: IdempotencyRecord, now: Any) -> bool:
     taken = IdempotencyRecord.objects.filter(
         pk=record.pk, status=IdempotencyRecord.Status.PROCESSING, created_at=record.created_at
     ).update(created_at=now)
+    if taken:
+        record.created_at = now  # the new owner's token
     return taken == 1
 
 

@@ -1,7 +1,13 @@
-"""Read-only queries about deliveries, for metrics and the UI."""
+"""The queue's gauges for /metrics: deliveries by status and dead letters.
+
+Here in `config/` because it reads both `deliveries` and `dlq`: `deliveries` may not
+import `dlq.models` (models point webhooks <- deliveries <- dlq).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 from django.db.models import Count, Min
@@ -17,6 +23,23 @@ class QueueGauges:
     dead_letters_waiting: int
     oldest_dead_letter_age: float  # seconds; 0 when none waits
     delivery_lag: float  # seconds the most overdue pending attempt is late; 0 when none
+
+
+# A scrape every few seconds from several Prometheus servers must not count the
+# deliveries table each time: the figures are reused for this long per process.
+CACHE_SECONDS = 10.0
+_cache_lock = threading.Lock()
+_cached: tuple[float, QueueGauges] | None = None
+
+
+def queue_gauges_cached() -> QueueGauges:
+    global _cached
+    with _cache_lock:
+        if _cached is not None and time.monotonic() - _cached[0] < CACHE_SECONDS:
+            return _cached[1]
+        gauges = queue_gauges()
+        _cached = (time.monotonic(), gauges)
+        return gauges
 
 
 def queue_gauges() -> QueueGauges:

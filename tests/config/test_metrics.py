@@ -3,10 +3,15 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from config import gauges
 from core import counters
+from core.redis import redis_client
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
 
@@ -54,3 +59,47 @@ def test_metrics_expose_counters_and_queue_gauges(alice):
     assert 7 <= metric(text, "homing_delivery_lag_seconds") < 15
     assert metric(text, "homing_idempotency_replays_total") == 1
     assert metric(text, "homing_idempotency_conflicts_total") == 0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gauges():
+    gauges._cached = None
+    yield
+    gauges._cached = None
+
+
+def test_it_answers_200_without_redis_leaving_out_what_it_cannot_read(alice, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    redis_client.cache_clear()
+    try:
+        response = Client().get("/metrics")
+    finally:
+        redis_client.cache_clear()
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "homing_attempts_total" not in text  # counters live in Redis
+    assert 'homing_deliveries{status="pending"}' in text  # the database still answers
+
+
+def test_it_requires_the_metrics_token_when_set(db, settings):
+    settings.HOMING_METRICS_TOKEN = "s3cret-scrape"
+    assert Client().get("/metrics").status_code == 401
+    wrong = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrapf")
+    assert wrong.status_code == 401
+    right = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape")
+    assert right.status_code == 200 and "homing_deliveries" in right.content.decode()
+
+
+def test_a_scrape_soon_after_another_reads_no_table(db):
+    assert Client().get("/metrics").status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        assert Client().get("/metrics").status_code == 200
+    assert [q["sql"] for q in queries.captured_queries] == []
+
+
+def test_it_counts_accepted_events(alice, django_capture_on_commit_callbacks):
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    text = Client().get("/metrics").content.decode()
+    assert metric(text, "homing_events_total") == 2

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+
+@pytest.mark.parametrize("method", ["get", "post", "put", "patch", "delete"])
+@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v2/events", "/api/v1/events/x/y"])
+def test_an_unknown_api_route_is_a_json_404_whatever_the_method(db, method, path):
+    client = Client(enforce_csrf_checks=True)  # as a browser-less API client meets it
+    if method == "get":
+        response = client.get(path)
+    else:
+        response = getattr(client, method)(path, "{}", content_type="application/json")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert path in response.json()["message"]
