@@ -9,7 +9,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.exceptions import HomingError
+from core.exceptions import HomingError, InvalidInput
 
 
 def _first_message(detail: Any) -> str:
@@ -22,6 +22,9 @@ def _first_message(detail: Any) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, InvalidInput):
+        body = {"message": exc.message, "errors": {exc.field: [exc.detail]}}
+        return Response(body, status=exc.status_code)
     if isinstance(exc, HomingError):
         return Response({"message": exc.message}, status=exc.status_code)
     if isinstance(exc, Http404):

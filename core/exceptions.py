@@ -25,3 +25,12 @@ class IdempotencyKeyMismatch(HomingError):
     """The key was used before with a different request body."""
 
     status_code = 422
+
+
+class InvalidInput(HomingError):
+    """A 400 naming the field at fault (`type`, `events[3].data`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"Invalid input: {field}: {message}")
+        self.field = field
+        self.detail = message

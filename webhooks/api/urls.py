@@ -13,5 +13,7 @@ urlpatterns = [
         name="endpoint-rotate-secret",
     ),
     path("events", views.EventList.as_view(), name="event-list"),
+    # Before `events/<pk>`, which would otherwise take "batch" for an id.
+    path("events/batch", views.EventBatch.as_view(), name="event-batch"),
     path("events/<str:pk>", views.EventDetail.as_view(), name="event-detail"),
 ]
