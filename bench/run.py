@@ -16,15 +16,16 @@ import sys
 import time
 from pathlib import Path
 
-from bench import procs, stack
+from bench import procs, stack, wrk
 from bench.measure import Measure
 from bench.report import print_table
 from bench.stack import BenchError, Stack, say
 from bench.steps_delivery import DeliverySteps
+from bench.steps_headline import BATCH, HeadlineSteps
 from bench.steps_web import WebSteps
 
 
-class Bench(Stack, Measure, WebSteps, DeliverySteps):
+class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
     # --- the run -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -39,17 +40,31 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps):
         say(
             f"{os.cpu_count()} CPUs; before starting anything the machine was {idle_busy:.0f}% busy"
         )
+        headline = wrk.available()
+        if not headline:
+            say("wrk is not installed (apt-get install -y wrk): skipping the wrk-driven figures")
         self.setup()
         self.gunicorn_ceilings()
+        if headline:
+            self.wrk_ceiling()
         self.start_web()
         self.raw_ceiling()
+        # (More ceilings, e.g. a worker's sending path alone, slot in here.)
+        if headline:
+            self.ingest_isolated(batch=0)
+            self.ingest_isolated(batch=BATCH)
+        self.ingest_paced()
         for i, workers in enumerate(self.args.workers):
             self.backlog(workers, profile=self.args.profile and i == len(self.args.workers) - 1)
         running = self.live(max(self.args.workers))
         try:
+            if headline:
+                running = self.live_wrk(running, batch=0)
+                running = self.live_wrk(running, batch=BATCH)
             self.latency(running)
         finally:
             self.stop(*running)
+        # (Steps measuring the web UI slot in here, with the web process still up.)
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
@@ -82,7 +97,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="py-spy the web and worker")
     parser.add_argument("--profile-dir", default="/tmp/homing-bench-profiles")
     parser.add_argument("--keep", action="store_true", help="keep logs and data directory")
+    parser.add_argument("--wrk-seconds", type=float, help="each wrk run (10; quick 5)")
+    parser.add_argument("--wrk-connections", type=int, default=16, help="wrk, single POSTs")
+    parser.add_argument("--wrk-batch-connections", type=int, default=4, help="wrk, batches")
+    parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     args = parser.parse_args(argv)
+    args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)
+    args.paced_seconds = 5 if args.quick else 10
     args.events = args.events or (2000 if args.quick else 10000)
     args.latency_seconds = args.latency_seconds or (10 if args.quick else 20)
     args.ceiling_requests = 2000 if args.quick else 6000

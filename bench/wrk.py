@@ -29,7 +29,7 @@ function setup(thread)
 end
 
 function init(args)
-  wrk.method = "POST"
+  wrk.method = os.getenv("BENCH_METHOD") or "POST"
   wrk.headers["Content-Type"] = "application/json"
   wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_KEY")
   non2xx = 0
@@ -44,6 +44,9 @@ local function event(i)
 end
 
 function request()
+  if wrk.method == "GET" then
+    return wrk.format(nil)
+  end
   counter = counter + 1
   if batch > 0 then
     local items = {}
@@ -129,11 +132,17 @@ def run(
     batch: int = 0,
     event_type: str = "order.paid",
     threads: int = 1,
+    method: str = "POST",
 ) -> WrkResult:
     """POST distinct events (or batches of `batch`) for `seconds` over `connections`."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(SCRIPT)
-    env = {"BENCH_KEY": api_key, "BENCH_BATCH": str(batch), "BENCH_TYPE": event_type}
+    env = {
+        "BENCH_KEY": api_key,
+        "BENCH_BATCH": str(batch),
+        "BENCH_TYPE": event_type,
+        "BENCH_METHOD": method,
+    }
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [
@@ -159,6 +168,13 @@ def run(
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout[-500:]}{done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return WrkResult(**json.loads(line[len("WRK_JSON ") :]), client_cpu_seconds=cpu, batch=batch)
+
+
+def get(*, port: int, path: str, seconds: float, connections: int) -> WrkResult:
+    """GET one path as fast as it answers: a server's ceiling."""
+    return run(
+        port=port, path=path, api_key="", seconds=seconds, connections=connections, method="GET"
+    )
 
 
 def _path_env() -> dict[str, str]:
