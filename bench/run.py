@@ -99,7 +99,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep logs and data directory")
     parser.add_argument("--wrk-seconds", type=float, help="each wrk run (10; quick 5)")
     parser.add_argument("--wrk-connections", type=int, default=16, help="wrk, single POSTs")
-    parser.add_argument("--wrk-batch-connections", type=int, default=4, help="wrk, batches")
+    parser.add_argument("--wrk-batch-connections", type=int, default=8, help="wrk, batches")
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)

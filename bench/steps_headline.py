@@ -69,7 +69,8 @@ class HeadlineSteps:
         )
         ceiling = self.results.get("gunicorn_hello_wrk", {}).get("rate")
         if ceiling:
-            figures["share_of_gunicorn_ceiling"] = round(result.rate / ceiling, 4)
+            # Events (not requests) against the trivial app's requests: what a user gets.
+            figures["share_of_gunicorn_ceiling"] = round(result.events_rate / ceiling, 4)
         self.results.setdefault("ingestion_wrk", {})[label] = figures
         self.reset_backlog()  # what was accepted must not leak into the drain step
         say(
