@@ -24,10 +24,8 @@ def _first_message(detail: Any) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, InvalidInput):
-        return Response(
-            {"message": f"Invalid input: {exc.message}", "errors": {exc.field: [exc.detail]}},
-            status=exc.status_code,
-        )
+        body = {"message": exc.message, "errors": {exc.field: [exc.detail]}}
+        return Response(body, status=exc.status_code)
     if isinstance(exc, HomingError):
         return Response({"message": exc.message}, status=exc.status_code)
     if isinstance(exc, Http404):

@@ -157,10 +157,15 @@ HOMING_RETRY_JITTER = number("HOMING_RETRY_JITTER", default=0.2, minimum=0, maxi
 HOMING_DELIVERY_TIMEOUT = duration("HOMING_DELIVERY_TIMEOUT", default="10")
 HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
 HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
+HOMING_MAX_BATCH_EVENTS = env.int("HOMING_MAX_BATCH_EVENTS", default=1000)
+# The whole body of POST /events/batch (each event also within HOMING_MAX_PAYLOAD_BYTES).
+HOMING_MAX_BATCH_BYTES = env.int("HOMING_MAX_BATCH_BYTES", default=8 * 1024 * 1024)
 HOMING_IDEMPOTENCY_TTL = duration("HOMING_IDEMPOTENCY_TTL", default="24h")
 HOMING_SECRET_ROTATION_GRACE = duration("HOMING_SECRET_ROTATION_GRACE", default="24h")
 # Django refuses larger bodies before our own 413 check could name the limit.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(HOMING_MAX_PAYLOAD_BYTES * 2, 2_621_440)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(
+    HOMING_MAX_PAYLOAD_BYTES * 2, HOMING_MAX_BATCH_BYTES * 2, 2_621_440
+)
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" or not REDIS_URL:
     # The embedded set-up keeps its database and broker files here.

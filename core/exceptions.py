@@ -28,9 +28,9 @@ class IdempotencyKeyMismatch(HomingError):
 
 
 class InvalidInput(HomingError):
-    """Bad input found by a service (not a serializer): 400 naming the field."""
+    """A 400 naming the field at fault (`type`, `events[3].data`)."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+        super().__init__(f"Invalid input: {field}: {message}")
         self.field = field
         self.detail = message

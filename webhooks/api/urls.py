@@ -14,5 +14,7 @@ urlpatterns = [
     ),
     path("endpoints/<str:pk>/secret", views.EndpointSecret.as_view(), name="endpoint-secret"),
     path("events", views.EventList.as_view(), name="event-list"),
+    # Before `events/<pk>`, which would otherwise take "batch" for an id.
+    path("events/batch", views.EventBatch.as_view(), name="event-batch"),
     path("events/<str:pk>", views.EventDetail.as_view(), name="event-detail"),
 ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,8 @@ from core.exceptions import PayloadTooLarge
 from webhooks.api.serializers import (
     EndpointSerializer,
     EndpointWithSecretSerializer,
+    EventBatchCreateSerializer,
+    EventBatchSerializer,
     EventCreateSerializer,
     EventSerializer,
     EventSummarySerializer,
@@ -33,10 +36,21 @@ from webhooks.services.endpoints import (
     endpoint_secret,
     endpoint_update,
 )
-from webhooks.services.events import event_ingest
+from webhooks.services.event_input import (
+    event_batch_validate,
+    event_input_validate,
+    json_body_parse,
+)
+from webhooks.services.events import events_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
-IDEMPOTENCY_KEY = re.compile(r"^[\x20-\x7e]{1,255}$")  # printable ASCII
+IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="Replays the first answer, byte for byte, for HOMING_IDEMPOTENCY_TTL",
+)
 
 
 class EndpointList(TenantScoped, generics.ListCreateAPIView):
@@ -99,39 +113,48 @@ class EventList(TenantScoped, generics.ListAPIView):
     @extend_schema(
         request=EventCreateSerializer,
         responses={202: EventSerializer},
-        parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                str,
-                OpenApiParameter.HEADER,
-                description="Replays the first answer for 24 h",
-            )
-        ],
+        parameters=[IDEMPOTENCY_PARAMETER],
     )
     def post(self, request: Request) -> HttpResponse:
-        payload = _json_body(request)
         key = _idempotency_key(request)
-        incoming = EventCreateSerializer(data=payload)
-        incoming.is_valid(raise_exception=True)
+        payload = json_body_parse(body=_body(request, settings.HOMING_MAX_PAYLOAD_BYTES))
+        item = event_input_validate(payload)
 
         def produce() -> tuple[int, bytes]:
-            event = event_ingest(
-                tenant=request.auth,
-                event_type=incoming.validated_data["type"],
-                data=incoming.validated_data["data"],
-            )
-            return status.HTTP_202_ACCEPTED, JSONRenderer().render(EventSerializer(event).data)
+            [event] = events_ingest(tenant=request.auth, inputs=[item])
+            return status.HTTP_202_ACCEPTED, _render(_event_accepted(event))
 
-        if key is None:
-            code, body = produce()
-            return HttpResponse(body, status=code, content_type="application/json")
-        result = idempotent_call(
-            tenant=request.auth, key=key, fingerprint=request_fingerprint(payload), produce=produce
+        return _answer(request, key=key, payload=payload, produce=produce)
+
+
+class EventBatch(generics.GenericAPIView):
+    """Many events in one request and one transaction: all are accepted or none."""
+
+    @extend_schema(
+        request=EventBatchCreateSerializer,
+        responses={202: EventBatchSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description=(
+            "1 to HOMING_MAX_BATCH_EVENTS events, each as for POST /events. All or nothing: "
+            "an invalid item is a 400 naming it (`events[3].type`) and nothing is written."
+        ),
+    )
+    def post(self, request: Request) -> HttpResponse:
+        key = _idempotency_key(request)
+        payload = json_body_parse(body=_body(request, settings.HOMING_MAX_BATCH_BYTES))
+        items = event_batch_validate(
+            payload,
+            max_events=settings.HOMING_MAX_BATCH_EVENTS,
+            max_item_bytes=settings.HOMING_MAX_PAYLOAD_BYTES,
+            body_bytes=len(request.body),
         )
-        response = HttpResponse(result.body, status=result.status, content_type="application/json")
-        if result.replayed:
-            response["Idempotent-Replayed"] = "true"
-        return response
+
+        def produce() -> tuple[int, bytes]:
+            events = events_ingest(tenant=request.auth, inputs=items)
+            body = {"events": [_event_accepted(event) for event in events]}
+            return status.HTTP_202_ACCEPTED, _render(body)
+
+        return _answer(request, key=key, payload=payload, produce=produce)
 
 
 class EventDetail(TenantScoped, generics.RetrieveAPIView):
@@ -142,20 +165,59 @@ class EventDetail(TenantScoped, generics.RetrieveAPIView):
         return super().get_queryset().prefetch_related("deliveries")
 
 
-def _json_body(request: Request) -> Any:
-    limit = settings.HOMING_MAX_PAYLOAD_BYTES
+def _body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with a 413 before reading it when it says it is too large."""
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
-    try:
-        return json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise serializers.ValidationError({"body": [f"Not valid JSON: {exc}"]}) from exc
+    return request.body
+
+
+def _answer(
+    request: Request, *, key: str | None, payload: Any, produce: Callable[[], tuple[int, bytes]]
+) -> HttpResponse:
+    """Run `produce`, or replay what it answered the first time under this key."""
+    if key is None:
+        code, body = produce()
+        return HttpResponse(body, status=code, content_type="application/json")
+    result = idempotent_call(
+        tenant=request.auth, key=key, fingerprint=request_fingerprint(payload), produce=produce
+    )
+    response = HttpResponse(result.body, status=result.status, content_type="application/json")
+    if result.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _event_accepted(event: Event) -> dict[str, Any]:
+    """The 202 body of one event, field for field what EventSerializer renders."""
+    return {
+        "id": event.id,
+        "type": event.type,
+        "data": event.data,
+        "created_at": _iso(event.created_at),
+        "deliveries": [
+            {"id": delivery.id, "endpoint_id": delivery.endpoint_id, "status": delivery.status}
+            for delivery in event.deliveries.all()
+        ],
+    }
+
+
+def _iso(moment: datetime) -> str:
+    text = moment.astimezone(UTC).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+_renderer = JSONRenderer()
+
+
+def _render(body: dict[str, Any]) -> bytes:
+    return _renderer.render(body)
 
 
 def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
-    if key is not None and not IDEMPOTENCY_KEY.match(key):
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise serializers.ValidationError(
             {"Idempotency-Key": ["Must be 1 to 255 printable ASCII characters."]}
         )

@@ -1,0 +1,118 @@
+"""The table `make bench` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_cpu(cpu: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+
+
+def print_table(r: dict[str, Any]) -> None:
+    rows: list[tuple[str, str, str]] = []
+
+    def add(name: str, value: str, target: str = "") -> None:
+        rows.append((name, value, target))
+
+    _headline(r, add)
+    for label, f in r.get("ingestion", {}).items():
+        flowing = "deliveries flowing" if label.startswith("live") else "no worker running"
+        add(
+            f"Ingestion POST /api/v1/events [{label}, {flowing}]",
+            f"{f['rate']:.0f} ev/s  p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms",
+        )
+    hello, django = r["gunicorn_hello"], r["django_trivial"]
+    iso = next((f for k, f in r.get("ingestion", {}).items() if k.startswith("isolated")), None)
+    add("gunicorn ceiling (trivial WSGI app)", f"{hello['rate']:.0f} req/s")
+    add("Django trivial route (JSON 404, no DB)", f"{django['rate']:.0f} req/s")
+    if iso:
+        share, of_django = iso["rate"] / hello["rate"], iso["rate"] / django["rate"]
+        add("Ingestion / gunicorn ceiling", f"{share:.1%} (of Django route: {of_django:.1%})")
+    raw = r["raw_ceiling"]["rate"]
+    add("Raw ceiling: urllib3 16 thr -> receiver", f"{raw} req/s")
+    for label, f in r.get("delivery_backlog", {}).items():
+        add(
+            f"Delivery, backlog drain [{label}]",
+            f"{f['deliveries_per_s_first_to_last']} del/s ({f['ratio_to_raw_ceiling']:.0%} of raw)"
+            f"  {f['unique_seen']}/{f['accepted']} in {f['seconds_first_to_last']} s"
+            f"{'' if f['complete'] else ' (time cap hit)'}  dup {f['duplicates']}",
+            ">= 1000/s, >= 50%",
+        )
+    for label, f in r.get("delivery_live", {}).items():
+        tail = f["seconds_last_accept_to_last_receipt"]
+        add(
+            f"Delivery, live end to end [{label}]",
+            f"{f['deliveries_per_s_first_accept_to_last_receipt']} del/s "
+            f"(ingest {f['ingestion_rate']:.0f}/s; tail {tail} s)"
+            f"{'' if f['complete'] else ' (time cap hit)'}"
+            f"  dup {f['duplicates']} missing {f['missing']}",
+        )
+    lat = r.get("latency")
+    if lat:
+        add(
+            f"Latency 202->receiver @ {lat['rate_offered']:.0f} ev/s [{lat['workers']}w]",
+            f"p50 {lat['p50_ms']} ms  p99 {lat['p99_ms']} ms  max {lat['max_ms']} ms"
+            f"  (API kept up with {lat['achieved_rate']:.0f} ev/s; API p50 {lat['api_p50_ms']} ms)",
+            "p50 < 50, p99 < 500",
+        )
+    for kind in ("delivery_backlog", "delivery_live"):
+        for label, f in r.get(kind, {}).items():
+            mem = "  ".join(
+                f"{name} {m['start_mb']:.0f}->{m['peak_mb']:.0f}" for name, m in f["rss"].items()
+            )
+            add(f"RSS MiB start->peak [{kind.split('_')[1]} {label}]", mem)
+    other = []
+    phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
+    for kind in ("delivery_backlog", "delivery_live"):
+        phases += [(f"{kind.split('_')[1]}[{k}]", f) for k, f in r.get(kind, {}).items()]
+    for name, f in phases:
+        other.append(f"{name} {f['cpu_percent_of_one_core'].get('OTHER-processes', 0):.0f}")
+    add("CPU % used by OTHER processes on the box", ", ".join(other), "~0 for clean figures")
+    width = max(len(name) for name, _, _ in rows)
+    vwidth = max(len(value) for _, value, _ in rows)
+    print()
+    print(f"{'measure':<{width}}  {'result':<{vwidth}}  target")
+    print("-" * (width + vwidth + 24))
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:<{vwidth}}  {target}")
+    print()
+
+
+def _headline(r: dict[str, Any], add: Any) -> None:
+    """What a user cares about first, each next to its ceiling from the same run."""
+    for label, f in r.get("live_wrk", {}).items():
+        share = f["share_of_backlog_drain"]
+        add(
+            f"LIVE end to end, {_what(label)} [{f['workers']}w]",
+            f"{f['deliveries_per_s']:.0f} del/s"
+            f"{f' ({share:.0%} of backlog drain)' if share else ''}"
+            f"  ingest {f['ingestion']['events_per_s']:.0f} ev/s"
+            f"{'' if f['complete'] else ' (time cap hit)'}"
+            f"  dup {f['duplicates']} missing {f['missing']}",
+            ">= 1200 del/s" if label.startswith("batch") else ">= 600 del/s",
+        )
+    ceiling = r.get("gunicorn_hello_wrk", {}).get("rate")
+    for label, f in r.get("ingestion_wrk", {}).items():
+        share = f.get("share_of_gunicorn_ceiling")
+        add(
+            f"INGESTION isolated, {_what(label)} (wrk)",
+            f"{f['events_per_s']:.0f} ev/s  p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms"
+            f"  {f['web_cpu_ms_per_event']} ms web CPU/ev"
+            f"{f'  {share:.1%} of gunicorn ceiling' if share else ''}"
+            f"  wrk CPU {f['load_generator_cpu_percent']}%",
+            ">= 8000 ev/s" if label.startswith("batch") else ">= 1000 ev/s, >= 12%",
+        )
+    if ceiling:
+        add("gunicorn ceiling under wrk (trivial WSGI app)", f"{ceiling:.0f} req/s")
+    paced = r.get("ingestion_paced")
+    if paced:
+        add(
+            f"INGESTION at {paced['rate_offered']:.0f} ev/s (paced)",
+            f"p50 {paced['p50_ms']} ms  p99 {paced['p99_ms']} ms  errors {paced['errors']}",
+            "p99 <= 50 ms",
+        )
+
+
+def _what(label: str) -> str:
+    return f"batches of {label[5:]}" if label.startswith("batch") else "single POSTs"

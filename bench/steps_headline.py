@@ -1,0 +1,167 @@
+"""The figures a user cares about, each with its ceiling measured in the same run.
+
+Load comes from `wrk` (bench/wrk.py), whose own CPU is reported next to every figure
+so it is visibly not the limit:
+- the gunicorn ceiling: the same gunicorn serving a trivial WSGI app, under wrk;
+- isolated ingestion (no worker running), single POSTs and batches of 100: events/s,
+  p50/p99 per request, web CPU per event, and the share of that ceiling;
+- ingestion latency at a steady 200 events/s (paced, open loop);
+- live end to end (workers running) with single POSTs and with batches of 100:
+  deliveries/s from the first POST to the last receipt, and as a share of the
+  backlog-drain rate measured earlier in the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from bench import load, procs, wrk
+from bench.report import fmt_cpu
+from bench.stack import BenchError, event_body, say
+
+BATCH = 100
+
+
+class HeadlineSteps:
+    def wrk_ceiling(self) -> None:
+        hello, port = self.start_gunicorn("gunicorn-hello-wrk", "bench.hello_wsgi:app")
+        try:
+            self.wait_http(port, "/", hello)
+            result = wrk.get(port=port, path="/", seconds=self.args.wrk_seconds, connections=16)
+        finally:
+            self.stop(hello)
+        self.results["gunicorn_hello_wrk"] = result.figures()
+        say(
+            f"gunicorn ceiling under wrk (trivial WSGI app): {result.rate:.0f} req/s, "
+            f"wrk {result.figures()['load_generator_cpu_percent']}% CPU"
+        )
+
+    def ingest_isolated(self, batch: int) -> None:
+        """No worker running: how fast the web process takes events in."""
+        label = f"batch{batch}" if batch else "single"
+        path = "/api/v1/events/batch" if batch else "/api/v1/events"
+        connections = self.args.wrk_batch_connections if batch else self.args.wrk_connections
+        wrk.run(  # warm every web thread's connection and code path
+            port=self.web_port,
+            path=path,
+            api_key=self.api_key,
+            seconds=1,
+            connections=4,
+            batch=batch,
+        )
+        cpu0 = self._snap(self.cpu_pids)
+        result = wrk.run(
+            port=self.web_port,
+            path=path,
+            api_key=self.api_key,
+            seconds=self.args.wrk_seconds,
+            connections=connections,
+            batch=batch,
+        )
+        cpu = self._cpu_delta(cpu0, result.seconds, result.client_cpu_seconds)
+        figures: dict[str, Any] = {**result.figures(), "connections": connections}
+        figures["cpu_percent_of_one_core"] = cpu
+        figures["web_cpu_ms_per_event"] = round(
+            10 * cpu.get("gunicorn", 0) / max(result.events_rate, 1e-9), 3
+        )
+        ceiling = self.results.get("gunicorn_hello_wrk", {}).get("rate")
+        if ceiling:
+            # Events (not requests) against the trivial app's requests: what a user gets.
+            figures["share_of_gunicorn_ceiling"] = round(result.events_rate / ceiling, 4)
+        self.results.setdefault("ingestion_wrk", {})[label] = figures
+        self.reset_backlog()  # what was accepted must not leak into the drain step
+        say(
+            f"ingestion isolated [{label}]: {result.events_rate:.0f} events/s "
+            f"({result.rate:.0f} req/s, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms, "
+            f"{figures['web_cpu_ms_per_event']} ms web CPU/event); CPU %: {fmt_cpu(cpu)}"
+        )
+
+    def ingest_paced(self) -> None:
+        """p50/p99 of POST /events at a steady rate well below the ceiling."""
+        rate, seconds = self.args.paced_rate, self.args.paced_seconds
+        result = load.paced(
+            port=self.web_port,
+            path="/api/v1/events",
+            rate=rate,
+            duration=seconds,
+            headers=self.auth,
+            body=event_body,
+        )
+        figures = self._load_figures(result, ok_status=202)
+        figures["rate_offered"] = rate
+        self.results["ingestion_paced"] = figures
+        self.reset_backlog()
+        say(
+            f"ingestion at {rate:.0f} events/s (paced): p50 {figures['p50_ms']} ms, "
+            f"p99 {figures['p99_ms']} ms, {figures['errors']} errors"
+        )
+
+    def live_wrk(self, running: list[procs.Managed], batch: int) -> list[procs.Managed]:
+        """Workers running: POST for a while and time first POST -> last receipt."""
+        label = f"batch{batch}" if batch else "single"
+        workers = len([p for p in running if p.name.startswith("worker")])
+        path = "/api/v1/events/batch" if batch else "/api/v1/events"
+        connections = self.args.wrk_batch_connections if batch else self.args.wrk_connections
+        self.receiver("POST", "/_reset")
+        since = self._db_now()
+        cpu_pids = {**self.cpu_pids, **{p.name: p.pid for p in running}}
+        cpu0 = self._snap(cpu_pids)
+        started = time.monotonic()
+        result = wrk.run(
+            port=self.web_port,
+            path=path,
+            api_key=self.api_key,
+            seconds=self.args.wrk_seconds,
+            connections=connections,
+            batch=batch,
+        )
+        ids = self._event_ids_since(since)
+        complete = self.wait_received(len(ids), running, timeout=self.args.tail_seconds)
+        finished = time.monotonic()
+        cpu = self._cpu_delta(cpu0, finished - started, result.client_cpu_seconds)
+        dump = self.dump()
+        check = self._check(dump["records"], ids)
+        if not complete:
+            say("  live run not complete within the cap: clearing what is left")
+            self.stop(*running)
+            check["left_undelivered_at_cap"] = self.reset_backlog()
+            running = [*self.start_workers(workers), self.start_scheduler()]
+        last = max((t for _, t in dump["records"]), default=started)
+        rate = check["unique_seen"] / (last - started) if last > started else 0.0
+        drain = self.results.get("delivery_backlog", {}).get(f"{workers}w", {})
+        drain_rate = drain.get("deliveries_per_s_first_to_last")
+        figures = {
+            "workers": workers,
+            "complete": complete,
+            **check,
+            "deliveries_per_s": round(rate, 1),
+            "ingestion": result.figures(),
+            "share_of_backlog_drain": round(rate / drain_rate, 3) if drain_rate else None,
+            "seconds_last_post_to_last_receipt": round(last - (started + result.seconds), 2),
+            "cpu_percent_of_one_core": cpu,
+        }
+        self.results.setdefault("live_wrk", {})[label] = figures
+        say(
+            f"live end to end [{label}, {workers}w]: {rate:.0f} deliveries/s "
+            f"(ingested {result.events_rate:.0f} events/s), duplicates {check['duplicates']}, "
+            f"missing {check['missing']}; CPU %: {fmt_cpu(cpu)}"
+        )
+        return running
+
+    def _db_now(self) -> Any:
+        with psycopg.connect(self._dsn(), autocommit=True) as conn:
+            return conn.execute("SELECT now()").fetchone()[0]
+
+    def _event_ids_since(self, since: Any) -> set[str | None]:
+        with psycopg.connect(self._dsn(), autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT e.id FROM webhooks_event e JOIN deliveries_delivery d "
+                "ON d.event_id = e.id WHERE e.created_at >= %s",
+                [since],
+            ).fetchall()
+        if not rows:
+            raise BenchError("wrk's events were not accepted (see the web log)")
+        return {row[0] for row in rows}

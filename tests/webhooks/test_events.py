@@ -1,0 +1,56 @@
+"""The ingestion service: one write path per database, the same rows either way."""
+
+from __future__ import annotations
+
+import pytest
+
+from deliveries.models import Delivery
+from webhooks.models import Endpoint, Event
+from webhooks.services import events as events_service
+from webhooks.services.event_input import EventInput
+
+INPUTS = [EventInput("order.paid", {"n": 1}), EventInput("invoice.sent", {"é": "ü"})]
+
+
+@pytest.fixture
+def endpoints(alice, bob):
+    def make(tenant, **fields):
+        return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
+
+    return {
+        "all": make(alice.tenant),
+        "orders": make(alice.tenant, event_types=["order.*"]),
+        "inactive": make(alice.tenant, is_active=False),
+        "bobs": make(bob.tenant),
+    }
+
+
+def fan_out(events):
+    return [(e.type, e.data, sorted(d.endpoint_id for d in e.deliveries.all())) for e in events]
+
+
+@pytest.mark.parametrize(
+    "ingest", [events_service.events_ingest, events_service._ingest_with_the_orm]
+)
+def test_both_write_paths_store_the_same_fan_out(alice, endpoints, ingest):
+    made = ingest(tenant=alice.tenant, inputs=INPUTS)
+    expected = [
+        ("order.paid", {"n": 1}, sorted([endpoints["all"].id, endpoints["orders"].id])),
+        ("invoice.sent", {"é": "ü"}, [endpoints["all"].id]),
+    ]
+    assert fan_out(made) == expected
+    stored = [Event.objects.prefetch_related("deliveries").get(pk=e.id) for e in made]
+    assert fan_out(stored) == expected
+    assert [e.created_at for e in stored] == [e.created_at for e in made]
+    rows = Delivery.objects.all()
+    assert {r.status for r in rows} == {"pending"} and all(r.next_attempt_at for r in rows)
+    assert {r.tenant_id for r in rows} == {alice.tenant.id}
+
+
+def test_a_batch_is_one_wake_up(alice, endpoints, monkeypatch):
+    published = []
+    monkeypatch.setattr(events_service, "publish_deliveries_on_commit", published.append)
+    made = events_service.events_ingest(tenant=alice.tenant, inputs=INPUTS * 50)
+    assert len(published) == 1
+    assert sorted(published[0]) == sorted(d.id for e in made for d in e.deliveries.all())
+    assert len(published[0]) == 150
