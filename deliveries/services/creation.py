@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
+from core.sql import insert_statement
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from webhooks.models import Endpoint, Event
@@ -18,13 +21,23 @@ def deliveries_create_for_events(
     *, fan_out: Sequence[tuple[Event, Sequence[Endpoint]]]
 ) -> list[list[Delivery]]:
     """Each event's deliveries (in order) from one multi-row INSERT and one wake-up."""
-    now = timezone.now()
-    per_event = [
+    per_event = deliveries_build(fan_out=fan_out, now=timezone.now())
+    every = [delivery for deliveries in per_event for delivery in deliveries]
+    Delivery.objects.bulk_create(every)
+    publish_deliveries_on_commit([delivery.id for delivery in every])
+    return per_event
+
+
+def deliveries_build(
+    *, fan_out: Sequence[tuple[Event, Sequence[Endpoint]]], now: datetime
+) -> list[list[Delivery]]:
+    """Each event's pending deliveries, due now, not saved yet."""
+    return [
         [
             Delivery(
                 tenant_id=event.tenant_id,
                 event=event,
-                endpoint=endpoint,
+                endpoint_id=endpoint.pk,
                 next_attempt_at=now,
                 created_at=now,
                 updated_at=now,
@@ -33,7 +46,9 @@ def deliveries_create_for_events(
         ]
         for event, endpoints in fan_out
     ]
-    every = [delivery for deliveries in per_event for delivery in deliveries]
-    Delivery.objects.bulk_create(every)
-    publish_deliveries_on_commit([delivery.id for delivery in every])
-    return per_event
+
+
+def deliveries_insert_statement(deliveries: Sequence[Delivery]) -> tuple[str, list[Any]]:
+    """The INSERT of these deliveries, for ingestion to run in one statement with its events
+    (it publishes them itself once they are committed)."""
+    return insert_statement(Delivery, deliveries)

@@ -20,9 +20,13 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from core import counters
-from deliveries.models import Delivery
+from core.sql import insert_statement
 from deliveries.queue import publish_deliveries_on_commit
-from deliveries.services.creation import deliveries_create_for_events
+from deliveries.services.creation import (
+    deliveries_build,
+    deliveries_create_for_events,
+    deliveries_insert_statement,
+)
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.event_input import EventInput
 
@@ -53,25 +57,17 @@ def _ingest_in_one_statement(*, tenant: Tenant, inputs: Sequence[EventInput]) ->
     events = [
         Event(tenant=tenant, type=item.type, data=item.data, created_at=now) for item in inputs
     ]
-    every: list[Delivery] = []
-    for event in events:
-        deliveries = [
-            Delivery(
-                tenant_id=tenant.pk,
-                event=event,
-                endpoint_id=endpoint.pk,
-                next_attempt_at=now,
-                created_at=now,
-                updated_at=now,
-            )
-            for endpoint in endpoints
-            if endpoint.matches(event.type)
-        ]
+    per_event = deliveries_build(
+        fan_out=[(event, [e for e in endpoints if e.matches(event.type)]) for event in events],
+        now=now,
+    )
+    every = []
+    for event, deliveries in zip(events, per_event, strict=True):
         _remember_deliveries(event, deliveries)
         every += deliveries
-    event_insert, event_params = _insert_sql(Event, events)
+    event_insert, event_params = insert_statement(Event, events)
     if every:
-        delivery_insert, delivery_params = _insert_sql(Delivery, every)
+        delivery_insert, delivery_params = deliveries_insert_statement(every)
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
         sql = f"WITH new_events AS ({event_insert}) {delivery_insert}"
         params = event_params + delivery_params
@@ -99,21 +95,6 @@ def _active_endpoints(tenant: Tenant) -> list[Endpoint]:
     ]
 
 
-def _insert_sql(model: type[models.Model], objs: Sequence[models.Model]) -> tuple[str, list]:
-    """A multi-row INSERT of every concrete field, values prepared as the ORM would."""
-    fields = model._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [
-        field.get_db_prep_save(field.pre_save(obj, True), connection)
-        for obj in objs
-        for field in fields
-    ]
-    values = ", ".join([row] * len(objs))
-    table = model._meta.db_table  # names from the model, values all bound: no input in SQL
-    return f"INSERT INTO {table} ({columns}) VALUES {values}", params  # noqa: S608
-
-
 @transaction.atomic
 def _ingest_with_the_orm(*, tenant: Tenant, inputs: Sequence[EventInput]) -> list[Event]:
     events = [Event(tenant=tenant, type=item.type, data=item.data) for item in inputs]
@@ -132,6 +113,6 @@ def _ingest_with_the_orm(*, tenant: Tenant, inputs: Sequence[EventInput]) -> lis
     return events
 
 
-def _remember_deliveries(event: Event, deliveries: list[Delivery]) -> None:
+def _remember_deliveries(event: Event, deliveries: list[models.Model]) -> None:
     # Spare the response a query: the deliveries were just made.
     event._prefetched_objects_cache = {"deliveries": deliveries}  # type: ignore[attr-defined]
