@@ -99,6 +99,11 @@ class SecretSerializer(serializers.Serializer):
     secret = serializers.CharField(read_only=True)
 
 
+class TestEventSerializer(serializers.Serializer):
+    event_id = serializers.CharField(read_only=True)
+    delivery_id = serializers.CharField(read_only=True)
+
+
 class StrictCharField(serializers.CharField):
     """A string field that refuses numbers and booleans instead of converting them."""
 

@@ -12,6 +12,7 @@ urlpatterns = [
         views.EndpointRotateSecret.as_view(),
         name="endpoint-rotate-secret",
     ),
+    path("endpoints/<str:pk>/test", views.EndpointSendTest.as_view(), name="endpoint-test"),
     path("events", views.EventList.as_view(), name="event-list"),
     path("events/<str:pk>", views.EventDetail.as_view(), name="event-detail"),
 ]

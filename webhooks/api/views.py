@@ -23,12 +23,14 @@ from webhooks.api.serializers import (
     EventSerializer,
     EventSummarySerializer,
     SecretSerializer,
+    TestEventSerializer,
 )
 from webhooks.models import Endpoint, Event
 from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
     endpoint_rotate_secret,
+    endpoint_send_test,
     endpoint_update,
 )
 from webhooks.services.events import event_ingest
@@ -66,6 +68,18 @@ class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
     def post(self, request: Request, pk: str) -> Response:
         endpoint = endpoint_rotate_secret(endpoint=self.get_object())
         return Response({"secret": endpoint.secret})
+
+
+class EndpointSendTest(TenantScoped, generics.GenericAPIView):
+    model = Endpoint
+    serializer_class = TestEventSerializer
+
+    @extend_schema(request=None, responses={202: TestEventSerializer})
+    def post(self, request: Request, pk: str) -> Response:
+        event, delivery = endpoint_send_test(endpoint=self.get_object())
+        return Response(
+            {"event_id": event.id, "delivery_id": delivery.id}, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class EventList(TenantScoped, generics.ListAPIView):

@@ -1,17 +1,27 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.exceptions import HomingError
+from deliveries.services.creation import deliveries_create_for_event
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from deliveries.signing import generate_secret
-from webhooks.models import Endpoint, Tenant
+from webhooks.models import Endpoint, Event, Tenant
+
+if TYPE_CHECKING:
+    from deliveries.models import Delivery
 
 ENDPOINT_FIELDS = ("url", "description", "event_types", "rate_limit", "headers", "is_active")
+TEST_EVENT_TYPE = "homing.test"
+
+
+class EndpointInactive(HomingError):
+    status_code = 409
 
 
 def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
@@ -54,3 +64,16 @@ def endpoint_signing_secrets(*, endpoint: Endpoint) -> list[str]:
     if endpoint.previous_secret and expires and expires > timezone.now():
         secrets.append(endpoint.previous_secret)
     return secrets
+
+
+@transaction.atomic
+def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Delivery]:
+    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
+    the way to check a new endpoint's URL and signature verification end to end."""
+    if not endpoint.is_active:
+        raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
+    event = Event.objects.create(
+        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
+    )
+    [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
+    return event, delivery
