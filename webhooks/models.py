@@ -78,6 +78,8 @@ class Event(models.Model):
             # GET /events newest first, optionally ?type=.
             models.Index(fields=["tenant", "-created_at"], name="event_tenant_created"),
             models.Index(fields=["tenant", "type", "-created_at"], name="event_tenant_type"),
+            # The retention purge walks events oldest first, across tenants, by keyset.
+            models.Index(fields=["created_at", "id"], name="event_created"),
         ]
 
     def __str__(self) -> str:
