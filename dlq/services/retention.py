@@ -13,6 +13,7 @@ scheduler can run this every minute while workers write the same tables.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
@@ -40,9 +41,10 @@ class PurgeReport:
     attempts: int = 0
     dead_letters: int = 0
     idempotency_records: int = 0
+    complete: bool = True  # False when the time budget ran out first
 
     def as_dict(self) -> dict[str, int]:
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "complete"}
 
     def __str__(self) -> str:
         return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.as_dict().items())
@@ -53,9 +55,16 @@ def retention_purge(
     dry_run: bool = False,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[PurgeReport], None] | None = None,
+    time_budget: float | None = None,
 ) -> PurgeReport:
-    """Purge (or with dry_run only count) what retention allows; returns the counts."""
+    """Purge (or with dry_run only count) what retention allows; returns the counts.
+
+    With a time_budget (seconds) no new batch starts after it is spent and the report
+    says `complete=False`: the scheduler calls again on its next tick, so a large first
+    purge never delays its sweeps by more than the budget.
+    """
     now = timezone.now()
+    deadline = time.monotonic() + time_budget if time_budget is not None else None
     cutoff = now - timedelta(seconds=settings.HOMING_RETENTION)
     report = PurgeReport()
     cursor: tuple[datetime, str] | None = None
@@ -64,7 +73,13 @@ def retention_purge(
         _purge_batch(event_ids=[pk for _, pk in batch], report=report, dry_run=dry_run)
         if progress:
             progress(report)
-    _purge_idempotency_records(now=now, report=report, dry_run=dry_run, batch_size=batch_size)
+        if deadline is not None and time.monotonic() > deadline:
+            report.complete = False
+            break
+    else:
+        _purge_idempotency_records(
+            now=now, report=report, dry_run=dry_run, batch_size=batch_size, deadline=deadline
+        )
     if not dry_run and any(report.as_dict().values()):
         logger.info("retention purge: %s", report, extra=report.as_dict())
     return report
@@ -125,7 +140,7 @@ def _purge_batch(*, event_ids: list[str], report: PurgeReport, dry_run: bool) ->
 
 
 def _purge_idempotency_records(
-    *, now: datetime, report: PurgeReport, dry_run: bool, batch_size: int
+    *, now: datetime, report: PurgeReport, dry_run: bool, batch_size: int, deadline: float | None
 ) -> None:
     expired = IdempotencyRecord.objects.filter(expires_at__lte=now)  # index idempotency_expires
     if dry_run:
@@ -133,3 +148,6 @@ def _purge_idempotency_records(
         return
     while ids := list(expired.order_by("expires_at").values_list("pk", flat=True)[:batch_size]):
         report.idempotency_records += IdempotencyRecord.objects.filter(pk__in=ids).delete()[0]
+        if deadline is not None and time.monotonic() > deadline:
+            report.complete = False
+            return

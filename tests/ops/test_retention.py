@@ -86,3 +86,14 @@ def test_every_purge_statement_uses_an_index(ep):
                 assert "Seq Scan" not in plan, f"{sql}\n{plan}"
         finally:
             cursor.execute("RESET enable_seqscan")
+
+
+def test_a_time_budget_stops_between_batches(ep):
+    for _ in range(4):
+        delivery(ep, "succeeded", age_days=40)
+
+    first = retention_purge(batch_size=1, time_budget=0)
+    rest = retention_purge(batch_size=1)
+
+    assert (first.events, first.complete) == (1, False)
+    assert (rest.events, rest.complete) == (3, True)

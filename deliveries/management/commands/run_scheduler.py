@@ -21,6 +21,7 @@ logger = logging.getLogger("homing.scheduler")
 TICK_SECONDS = 0.25
 # Retention (finished events, expired idempotency records), in small batches.
 PURGE_EVERY_SECONDS = 60
+PURGE_BUDGET_SECONDS = 0.5  # per tick: sweeps must not wait for a long purge
 ANALYZE_EVERY_SECONDS = 15
 
 
@@ -47,8 +48,10 @@ class Command(BaseCommand):
                     deliveries_refresh_statistics()
                     next_analyze = time.monotonic() + ANALYZE_EVERY_SECONDS
                 if time.monotonic() >= next_purge:
-                    retention_purge()
-                    next_purge = time.monotonic() + PURGE_EVERY_SECONDS
+                    purged = retention_purge(time_budget=PURGE_BUDGET_SECONDS)
+                    # A backlog is worked off a budget per tick, between sweeps.
+                    wait = PURGE_EVERY_SECONDS if purged.complete else 0
+                    next_purge = time.monotonic() + wait
             except DatabaseError:
                 # PostgreSQL restarting: drop the broken connection and try again.
                 logger.warning("database unavailable; retrying", exc_info=True)
