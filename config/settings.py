@@ -7,6 +7,7 @@ from pathlib import Path
 import environ
 
 from config.env import duration, env, number, read_dotenv, schedule
+from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -38,6 +39,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.request_id.RequestIdMiddleware",  # first: every answer carries X-Request-ID
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -96,13 +98,13 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True  # serve app static files without collectstatic in development
 LOGIN_URL = "/admin/login/"
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# LOG_FORMAT=json: one JSON object per line, with request and delivery ids (config/logs.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+LOGGING_CONFIG = "config.logs.configure"
+try:
+    LOGGING = logging_config(log_format=LOG_FORMAT, level=env.str("LOG_LEVEL", default="INFO"))
+except ValueError as exc:
+    raise environ.ImproperlyConfigured(str(exc)) from None
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -162,6 +164,8 @@ HOMING_MAX_BATCH_EVENTS = env.int("HOMING_MAX_BATCH_EVENTS", default=1000)
 HOMING_MAX_BATCH_BYTES = env.int("HOMING_MAX_BATCH_BYTES", default=8 * 1024 * 1024)
 HOMING_IDEMPOTENCY_TTL = duration("HOMING_IDEMPOTENCY_TTL", default="24h")
 HOMING_SECRET_ROTATION_GRACE = duration("HOMING_SECRET_ROTATION_GRACE", default="24h")
+# Finished events older than this are purged with their deliveries (dlq/services/retention.py).
+HOMING_RETENTION = duration("HOMING_RETENTION", default="30d")
 # Django refuses larger bodies before our own 413 check could name the limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     HOMING_MAX_PAYLOAD_BYTES * 2, HOMING_MAX_BATCH_BYTES * 2, 2_621_440

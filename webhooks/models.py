@@ -83,6 +83,8 @@ class Event(models.Model):
             models.Index(
                 fields=["tenant", "type", "-created_at", "-id"], name="event_tenant_type_keyset"
             ),
+            # The retention purge walks events oldest first, across tenants, by keyset.
+            models.Index(fields=["created_at", "id"], name="event_created"),
         ]
 
     def __str__(self) -> str:

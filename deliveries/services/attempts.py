@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from config.logs import delivery_log_context
 from config.version import VERSION
 from deliveries import rate_limits
 from deliveries.policy import Policy
@@ -207,7 +208,11 @@ def _send(delivery: Claimed, *, policy: Policy, sender: Sender) -> SendResult | 
             url=delivery.endpoint.url, body=body, headers=headers, timeout=policy.timeout
         )
     except Exception as exc:  # a bug (e.g. a corrupt secret) must not strand the claim
-        logger.exception("sending delivery %s failed unexpectedly", delivery.id)
+        logger.exception(
+            "sending delivery %s failed unexpectedly",
+            delivery.id,
+            extra=delivery_log_context(delivery),
+        )
         return SendResult(None, f"internal error: {type(exc).__name__}", b"", None, 0)
 
 

@@ -46,6 +46,11 @@ class SecretSerializer(serializers.Serializer):
     secret = serializers.CharField(read_only=True)
 
 
+class TestEventSerializer(serializers.Serializer):
+    event_id = serializers.CharField(read_only=True)
+    delivery_id = serializers.CharField(read_only=True)
+
+
 class EventCreateSerializer(serializers.Serializer):
     """The body of POST /events, for the OpenAPI schema only.
 

@@ -13,6 +13,7 @@ urlpatterns = [
         name="endpoint-rotate-secret",
     ),
     path("endpoints/<str:pk>/secret", views.EndpointSecret.as_view(), name="endpoint-secret"),
+    path("endpoints/<str:pk>/test", views.EndpointSendTest.as_view(), name="endpoint-test"),
     path("events", views.EventList.as_view(), name="event-list"),
     # Before `events/<pk>`, which would otherwise take "batch" for an id.
     path("events/batch", views.EventBatch.as_view(), name="event-batch"),

@@ -27,6 +27,7 @@ from webhooks.api.serializers import (
     EventSerializer,
     EventSummarySerializer,
     SecretSerializer,
+    TestEventSerializer,
 )
 from webhooks.models import Endpoint, Event
 from webhooks.services.endpoints import (
@@ -34,6 +35,7 @@ from webhooks.services.endpoints import (
     endpoint_delete,
     endpoint_rotate_secret,
     endpoint_secret,
+    endpoint_send_test,
     endpoint_update,
 )
 from webhooks.services.event_input import (
@@ -98,6 +100,18 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
 
     def get(self, request: Request, pk: str) -> Response:
         return Response({"secret": endpoint_secret(endpoint=self.get_object())})
+
+
+class EndpointSendTest(TenantScoped, generics.GenericAPIView):
+    model = Endpoint
+    serializer_class = TestEventSerializer
+
+    @extend_schema(request=None, responses={202: TestEventSerializer})
+    def post(self, request: Request, pk: str) -> Response:
+        event, delivery = endpoint_send_test(endpoint=self.get_object())
+        return Response(
+            {"event_id": event.id, "delivery_id": delivery.id}, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class EventList(TenantScoped, generics.ListAPIView):

@@ -10,15 +10,17 @@ from django.utils.dateparse import parse_datetime
 
 from core import crypto
 from core.exceptions import InvalidInput
-from deliveries.services.lifecycle import deliveries_kill_for_endpoint
+from deliveries.services.creation import deliveries_create_for_event
+from deliveries.services.lifecycle import EndpointInactive, deliveries_kill_for_endpoint
 from deliveries.signing import generate_secret
-from webhooks.models import Endpoint, Tenant
+from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoint_rules import endpoint_fields_check
 
 ENDPOINT_FIELDS = ("url", "description", "event_types", "rate_limit", "headers", "is_active")
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
 MAX_PREVIOUS_SECRETS = 10
+TEST_EVENT_TYPE = "homing.test"
 
 
 def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
@@ -124,3 +126,16 @@ def endpoint_secrets_reencrypt() -> int:
             endpoint.save(update_fields=["secret", "previous_secrets"])
         done += 1
     return done
+
+
+@transaction.atomic
+def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Any]:
+    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
+    the way to check a new endpoint's URL and signature verification end to end."""
+    if not endpoint.is_active:
+        raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
+    event = Event.objects.create(
+        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
+    )
+    [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
+    return event, delivery

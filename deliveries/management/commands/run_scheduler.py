@@ -12,14 +12,16 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
 from deliveries.services.scheduling import deliveries_refresh_statistics, deliveries_sweep
-from webhooks.services.idempotency import idempotency_records_purge
+from dlq.services.retention import retention_purge
 
 logger = logging.getLogger("homing.scheduler")
 
 # Due attempts must start within 2 s (p99); a sweep every 0.25 s leaves room for the
 # worker. An idle sweep is two index-only queries.
 TICK_SECONDS = 0.25
-PURGE_EVERY_SECONDS = 300
+# Retention (finished events, expired idempotency records), in small batches.
+PURGE_EVERY_SECONDS = 60
+PURGE_BUDGET_SECONDS = 0.5  # per tick: sweeps must not wait for a long purge
 ANALYZE_EVERY_SECONDS = 15
 
 
@@ -35,7 +37,7 @@ class Command(BaseCommand):
         stopping = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.set())
-        self.stdout.write(f"scheduler: sweeping every {options['tick']} s")
+        logger.info("scheduler: sweeping every %s s", options["tick"])
         next_purge = next_analyze = time.monotonic()
         while not stopping.is_set():
             try:
@@ -46,8 +48,10 @@ class Command(BaseCommand):
                     deliveries_refresh_statistics()
                     next_analyze = time.monotonic() + ANALYZE_EVERY_SECONDS
                 if time.monotonic() >= next_purge:
-                    idempotency_records_purge()
-                    next_purge = time.monotonic() + PURGE_EVERY_SECONDS
+                    purged = retention_purge(time_budget=PURGE_BUDGET_SECONDS)
+                    # A backlog is worked off a budget per tick, between sweeps.
+                    wait = PURGE_EVERY_SECONDS if purged.complete else 0
+                    next_purge = time.monotonic() + wait
             except DatabaseError:
                 # PostgreSQL restarting: drop the broken connection and try again.
                 logger.warning("database unavailable; retrying", exc_info=True)
@@ -58,4 +62,4 @@ class Command(BaseCommand):
                 logger.exception("sweep failed; retrying")
             close_old_connections()
             stopping.wait(options["tick"])
-        self.stdout.write("scheduler: stopped")
+        logger.info("scheduler: stopped")

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 RESTART_DELAY_SECONDS = 1.0
@@ -46,6 +47,8 @@ class Command(BaseCommand):
             "-n",
             f"{options['name']}@%h",
         ]
+        if settings.LOG_FORMAT == "json":
+            command.insert(3, "--quiet")  # the start-up banner is not a JSON log line
         stopping = False
         child: subprocess.Popen[bytes] | None = None
 

@@ -1,0 +1,44 @@
+"""X-Request-ID: every response carries one, and the request's log lines carry it too.
+
+A caller's own id (at most 200 printable ASCII characters) is echoed, so a request can be
+followed from the caller's logs into ours; anything else is replaced by a fresh id.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from config.logs import request_id
+
+HEADER = "X-Request-ID"
+ACCEPTED = re.compile(r"[\x20-\x7e]{1,200}")
+
+
+def _request_id_from(request: HttpRequest) -> str:
+    offered = request.headers.get(HEADER, "")
+    if ACCEPTED.fullmatch(offered) and offered.strip():
+        return offered
+    return f"req_{uuid.uuid4().hex}"
+
+
+class RequestIdMiddleware:
+    """First in MIDDLEWARE, so that even an answer from another middleware carries it."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        rid = _request_id_from(request)
+        request.request_id = rid  # type: ignore[attr-defined]
+        token = request_id.set(rid)
+        try:
+            response = self.get_response(request)
+        finally:
+            # Threads serve one request after another: no id may leak into the next.
+            request_id.reset(token)
+        response[HEADER] = rid
+        return response

@@ -1,0 +1,92 @@
+"""What an operator asks first (`manage.py stats`): how big the queue is, how late, what
+is failing. Every figure is an aggregate over an index, cheap enough to run any time."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deliveries.selectors import queue_gauges
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from dlq.models import DeadLetter
+from webhooks.models import Endpoint
+
+FAILING_ENDPOINTS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class FailingEndpoint:
+    endpoint_id: str
+    url: str
+    retrying: int  # pending deliveries that have failed at least once
+    dead_letters: int  # waiting in the queue
+
+
+@dataclass(frozen=True)
+class PlatformStats:
+    deliveries: dict[str, int]
+    due_now: int
+    delivery_lag_seconds: float
+    dead_letters: int
+    oldest_dead_letter_age_seconds: float
+    open_circuits: int
+    circuits_tracked: bool  # False until endpoints have a circuit_state
+    failing_endpoints: list[FailingEndpoint]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def platform_stats() -> PlatformStats:
+    gauges = queue_gauges()
+    now = timezone.now()
+    # Index delivery_due (partial on pending) answers this.
+    due_now = Delivery.objects.filter(
+        status=Delivery.Status.PENDING, next_attempt_at__lte=now
+    ).count()
+    tracked = any(field.name == "circuit_state" for field in Endpoint._meta.get_fields())
+    open_circuits = (
+        Endpoint.objects.filter(circuit_state__in=["open", "half_open"]).count() if tracked else 0
+    )
+    return PlatformStats(
+        deliveries=gauges.deliveries_by_status,
+        due_now=due_now,
+        delivery_lag_seconds=round(gauges.delivery_lag, 3),
+        dead_letters=gauges.dead_letters_waiting,
+        oldest_dead_letter_age_seconds=round(gauges.oldest_dead_letter_age, 3),
+        open_circuits=open_circuits,
+        circuits_tracked=tracked,
+        failing_endpoints=_failing_endpoints(),
+    )
+
+
+def _failing_endpoints() -> list[FailingEndpoint]:
+    retrying = dict(
+        Delivery.objects.filter(status=Delivery.Status.PENDING)
+        .exclude(last_error="")
+        .values_list("endpoint_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    dead = dict(
+        DeadLetter.objects.filter(replayed_at__isnull=True)  # index deadletter_waiting
+        .values_list("endpoint_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    worst = sorted(
+        set(retrying) | set(dead), key=lambda pk: (-(retrying.get(pk, 0) + dead.get(pk, 0)), pk)
+    )[:FAILING_ENDPOINTS_SHOWN]
+    urls = dict(Endpoint.objects.filter(Q(pk__in=worst)).values_list("id", "url"))
+    return [
+        FailingEndpoint(
+            endpoint_id=pk,
+            url=urls.get(pk, ""),
+            retrying=retrying.get(pk, 0),
+            dead_letters=dead.get(pk, 0),
+        )
+        for pk in worst
+    ]

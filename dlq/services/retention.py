@@ -1,0 +1,153 @@
+"""Retention: finished events older than HOMING_RETENTION go, with their deliveries and
+attempts; so do expired idempotency records.
+
+An event is finished when every delivery of it has succeeded or is dead with its dead
+letter settled (replayed, or discarded where dead letters can be discarded). A dead
+letter still waiting in the queue keeps its event, delivery and attempts.
+
+Deletes run in small batches, each in its own short transaction, walking the
+`event_created` index oldest first: never one big DELETE, never a long lock, so the
+scheduler can run this every minute while workers write the same tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from deliveries.models import Attempt, Delivery
+from dlq.models import DeadLetter
+from webhooks.models import Event, IdempotencyRecord
+
+logger = logging.getLogger(__name__)
+
+# Events per transaction: a few thousand rows locked for a few milliseconds at most.
+BATCH_SIZE = 500
+FINISHED = (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD)
+
+
+@dataclass
+class PurgeReport:
+    events: int = 0
+    deliveries: int = 0
+    attempts: int = 0
+    dead_letters: int = 0
+    idempotency_records: int = 0
+    complete: bool = True  # False when the time budget ran out first
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "complete"}
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.as_dict().items())
+
+
+def retention_purge(
+    *,
+    dry_run: bool = False,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[PurgeReport], None] | None = None,
+    time_budget: float | None = None,
+) -> PurgeReport:
+    """Purge (or with dry_run only count) what retention allows; returns the counts.
+
+    With a time_budget (seconds) no new batch starts after it is spent and the report
+    says `complete=False`: the scheduler calls again on its next tick, so a large first
+    purge never delays its sweeps by more than the budget.
+    """
+    now = timezone.now()
+    deadline = time.monotonic() + time_budget if time_budget is not None else None
+    cutoff = now - timedelta(seconds=settings.HOMING_RETENTION)
+    report = PurgeReport()
+    cursor: tuple[datetime, str] | None = None
+    while batch := _old_events(cutoff=cutoff, after=cursor, limit=batch_size):
+        cursor = batch[-1]
+        _purge_batch(event_ids=[pk for _, pk in batch], report=report, dry_run=dry_run)
+        if progress:
+            progress(report)
+        if deadline is not None and time.monotonic() > deadline:
+            report.complete = False
+            break
+    else:
+        _purge_idempotency_records(
+            now=now, report=report, dry_run=dry_run, batch_size=batch_size, deadline=deadline
+        )
+    if not dry_run and any(report.as_dict().values()):
+        logger.info("retention purge: %s", report, extra=report.as_dict())
+    return report
+
+
+def _old_events(
+    *, cutoff: datetime, after: tuple[datetime, str] | None, limit: int
+) -> list[tuple[datetime, str]]:
+    """The next events older than the cutoff, oldest first (index event_created)."""
+    events = Event.objects.filter(created_at__lt=cutoff)
+    if after is not None:
+        # Keyset: held-back events stay behind the cursor instead of being read again.
+        at, pk = after
+        events = events.filter(created_at__gte=at).filter(
+            Q(created_at__gt=at) | Q(created_at=at, id__gt=pk)
+        )
+    return list(events.order_by("created_at", "id").values_list("created_at", "id")[:limit])
+
+
+def _waiting_dead_letters() -> Q:
+    waiting = Q(replayed_at__isnull=True)
+    if any(field.name == "discarded_at" for field in DeadLetter._meta.get_fields()):
+        waiting &= Q(discarded_at__isnull=True)
+    return waiting
+
+
+def _purge_batch(*, event_ids: list[str], report: PurgeReport, dry_run: bool) -> None:
+    with transaction.atomic():
+        # Lock the deliveries first (in id order, as everyone does) so none of them can
+        # be retried or replayed between this check and the delete.
+        deliveries = list(
+            Delivery.objects.select_for_update()
+            .filter(event_id__in=event_ids)
+            .order_by("id")
+            .values_list("id", "event_id", "status")
+        )
+        held = {event for _, event, status in deliveries if status not in FINISHED}
+        held |= set(
+            DeadLetter.objects.filter(_waiting_dead_letters(), event_id__in=event_ids).values_list(
+                "event_id", flat=True
+            )
+        )
+        events = [pk for pk in event_ids if pk not in held]
+        delivery_ids = [pk for pk, event, _ in deliveries if event not in held]
+        if not events:
+            return
+        if dry_run:
+            report.events += len(events)
+            report.deliveries += len(delivery_ids)
+            report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).count()
+            report.dead_letters += DeadLetter.objects.filter(event_id__in=events).count()
+            return
+        # Children first: each DELETE is a plain indexed one (no collector cascade).
+        report.dead_letters += DeadLetter.objects.filter(event_id__in=events).delete()[0]
+        report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).delete()[0]
+        report.deliveries += Delivery.objects.filter(id__in=delivery_ids).delete()[0]
+        report.events += Event.objects.filter(id__in=events).delete()[0]
+
+
+def _purge_idempotency_records(
+    *, now: datetime, report: PurgeReport, dry_run: bool, batch_size: int, deadline: float | None
+) -> None:
+    expired = IdempotencyRecord.objects.filter(expires_at__lte=now)  # index idempotency_expires
+    if dry_run:
+        report.idempotency_records = expired.count()
+        return
+    while ids := list(expired.order_by("expires_at").values_list("pk", flat=True)[:batch_size]):
+        report.idempotency_records += IdempotencyRecord.objects.filter(pk__in=ids).delete()[0]
+        if deadline is not None and time.monotonic() > deadline:
+            report.complete = False
+            return
