@@ -36,6 +36,7 @@ class Classification:
 # The contract's retryable 4xx: timeout, conflict, too early, too many requests.
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 
+
 class ErrorKind(enum.StrEnum):
     """Why an attempt has no status code: what the sender (or the lease sweep) saw."""
 

@@ -170,7 +170,7 @@ class Sender:
             status, content, retry_after = await self._exchange(url, body, headers, timeout)
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # noqa: BLE001 - the contract: post() never raises
+        except BaseException as exc:
             kind, error = describe_error(exc)
             return SendResult.failed(kind, error, int((time.monotonic() - started) * 1000))
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -230,7 +230,7 @@ async def _read_bounded(response: aiohttp.ClientResponse) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+    except (TimeoutError, aiohttp.ClientError, OSError):
         pass  # cut short (timeout, reset, bad chunking): the status stands
     if size >= RESPONSE_BODY_LIMIT and not response.content.at_eof():
         response.close()  # more is coming that we will not read
@@ -259,9 +259,7 @@ def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
         return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return ErrorKind.TIMEOUT, "timeout"
-    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
-        exc.os_error, AddressBlocked
-    ):
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, AddressBlocked):
         return ErrorKind.BLOCKED, str(exc.os_error)
     if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
         return ErrorKind.TLS, f"TLS error: {_innermost(exc)}"

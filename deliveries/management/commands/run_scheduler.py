@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
-from deliveries.services.scheduling import deliveries_refresh_statistics, deliveries_sweep
+from deliveries.services.scheduling import deliveries_sweep
 from webhooks.services.idempotency import idempotency_records_purge
 
 logger = logging.getLogger("homing.scheduler")
@@ -20,7 +20,6 @@ logger = logging.getLogger("homing.scheduler")
 # worker. An idle sweep is two index-only queries.
 TICK_SECONDS = 0.25
 PURGE_EVERY_SECONDS = 300
-ANALYZE_EVERY_SECONDS = 15
 
 
 class Command(BaseCommand):
@@ -36,15 +35,12 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.set())
         self.stdout.write(f"scheduler: sweeping every {options['tick']} s")
-        next_purge = next_analyze = time.monotonic()
+        next_purge = time.monotonic()
         while not stopping.is_set():
             try:
                 report = deliveries_sweep()
                 if report.recovered:
                     logger.info("recovered %d deliveries from lost workers", report.recovered)
-                if time.monotonic() >= next_analyze:
-                    deliveries_refresh_statistics()
-                    next_analyze = time.monotonic() + ANALYZE_EVERY_SECONDS
                 if time.monotonic() >= next_purge:
                     idempotency_records_purge()
                     next_purge = time.monotonic() + PURGE_EVERY_SECONDS
