@@ -30,9 +30,7 @@ def test_poisoned_answers_do_not_stop_another_tenants_600_events(
     raw = RawReceiver(lambda path: ANSWERS.get(path, ANSWERS["/nul-body"]))
     healthy = receiver_factory()
     for path in ANSWERS:
-        response = alice.client.post(
-            "/api/v1/endpoints", {"url": raw.url(path)}, format="json"
-        )
+        response = alice.client.post("/api/v1/endpoints", {"url": raw.url(path)}, format="json")
         assert response.status_code == 201
     assert (
         bob.client.post("/api/v1/endpoints", {"url": healthy.url}, format="json").status_code == 201
