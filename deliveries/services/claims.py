@@ -136,19 +136,25 @@ def _claim(
     # No ORDER BY: with it, PostgreSQL sorts every due row (thousands in a backlog) on
     # each claim whenever its statistics are stale; without, the scan stops at `limit`.
     # A backlog still drains roughly oldest first, in the order rows were written.
+    # The due rows are picked once, in a MATERIALIZED CTE on PostgreSQL: as a plain
+    # `IN (subquery … LIMIT)` the planner may rescan the subquery (a nested loop on
+    # stale statistics), and with SKIP LOCKED each rescan finds other rows, so one
+    # claim took thousands instead of `limit` (measured: 1,853 rows for a limit of 100).
+    materialized = " MATERIALIZED" if connection.vendor == "postgresql" else ""
     sql = f"""
-        UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
-            attempt_count = attempt_count + 1, updated_at = {now}
-        WHERE id IN (
+        WITH picked AS{materialized} (
             SELECT id FROM {table}
             WHERE {condition} AND status = 'pending' AND next_attempt_at <= {now}
             LIMIT %s{skip_locked}
-        ) AND status = 'pending' AND next_attempt_at <= {now}
+        )
+        UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
+            attempt_count = attempt_count + 1, updated_at = {now}
+        WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= {now}
         RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
-    """
+    """  # noqa: S608 - only placeholders are interpolated
     stamps = [] if connection.vendor == "postgresql" else [current]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [*clock, *stamps, *params, *stamps, limit, *stamps])
+        cursor.execute(sql, [*params, *stamps, limit, *clock, *stamps, *stamps])
         return cursor.fetchall()
 
 
