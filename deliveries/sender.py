@@ -179,7 +179,11 @@ class Sender:
     async def _exchange(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes, str | None]:
-        target = URL(url)
+        try:
+            target = URL(url)
+            target.port  # noqa: B018 - an out-of-range port raises here
+        except (ValueError, TypeError) as exc:
+            raise _InvalidURL(str(exc)) from exc
         if target.scheme not in ("http", "https") or not _valid_host(target.host):
             raise _InvalidURL(f"not an http(s) URL: {url[:200]}")
         if self.public_only and _is_ip_literal(target.host):
@@ -253,9 +257,7 @@ def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind retry.classify reads, and the text stored on the attempt."""
     if isinstance(exc, AddressBlocked):
         return ErrorKind.BLOCKED, str(exc)
-    if isinstance(exc, (_InvalidURL, aiohttp.InvalidURL, ValueError)) and not isinstance(
-        exc, UnicodeError
-    ):
+    if isinstance(exc, (_InvalidURL, aiohttp.InvalidURL)):
         return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return ErrorKind.TIMEOUT, "timeout"

@@ -151,7 +151,7 @@ def _claim(
             attempt_count = attempt_count + 1, updated_at = {now}
         WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= {now}
         RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
-    """  # noqa: S608 - only placeholders are interpolated
+    """
     stamps = [] if connection.vendor == "postgresql" else [current]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [*params, *stamps, limit, *clock, *stamps, *stamps])
