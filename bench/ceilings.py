@@ -53,14 +53,50 @@ def aiohttp_ceiling(url: str, *, seconds: float = 5.0, concurrency: int = 400) -
     return ok / (time.monotonic() - started)
 
 
+def homing_sender_rate(url: str, *, seconds: float = 5.0, concurrency: int = 400) -> float:
+    """The same loop through Homing's Sender (its checks, headers and bounded read), on
+    the Sender's own event-loop thread: what the transport costs over plain aiohttp."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from deliveries.sender import Sender
+
+    sender = Sender(
+        version="bench", allow_private_networks=True, limit=concurrency, limit_per_host=concurrency
+    )
+    ok = 0
+    deadline = time.monotonic() + seconds
+
+    async def client() -> None:
+        nonlocal ok
+        while time.monotonic() < deadline:
+            result = await sender.post(url=url, body=BODY, headers={}, timeout=10)
+            ok += result.status_code is not None and 200 <= result.status_code < 300
+
+    async def all_clients() -> None:
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+
+    started = time.monotonic()
+    try:
+        asyncio.run_coroutine_threadsafe(all_clients(), sender.loop).result()
+    finally:
+        sender.close()
+    return ok / (time.monotonic() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("url")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=400)
+    parser.add_argument("--sender", action="store_true", help="also time Homing's Sender")
     args = parser.parse_args()
     rate = aiohttp_ceiling(args.url, seconds=args.seconds, concurrency=args.concurrency)
     print(f"aiohttp ceiling: {rate:,.0f} requests/s")
+    if args.sender:
+        rate = homing_sender_rate(args.url, seconds=args.seconds, concurrency=args.concurrency)
+        print(f"homing Sender:   {rate:,.0f} requests/s")
 
 
 if __name__ == "__main__":
