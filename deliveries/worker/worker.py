@@ -238,13 +238,23 @@ class Worker:
                 ),
             }
         except Exception as exc:  # a bug (e.g. a corrupt secret): fatal, and said loudly
-            logger.critical("delivery %s cannot be sent: a bug", delivery.id, exc_info=True)
+            logger.critical(
+                "delivery %s cannot be sent: a bug",
+                delivery.id,
+                exc_info=True,
+                extra=_log_fields(delivery),
+            )
             return SendResult.failed(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}")
         result = await self.sender.post(
             url=endpoint.url, body=body, headers=headers, timeout=policy.timeout
         )
         if result.error_kind is ErrorKind.INTERNAL:
-            logger.critical("delivery %s: the sender failed (a bug): %s", delivery.id, result.error)
+            logger.critical(
+                "delivery %s: the sender failed (a bug): %s",
+                delivery.id,
+                result.error,
+                extra=_log_fields(delivery),
+            )
         return result
 
     # --- parking deactivated endpoints' backlogs ---------------------------------------
@@ -266,6 +276,15 @@ class Worker:
 
     def _wake(self) -> None:
         self._woken.set()
+
+
+def _log_fields(delivery: Claimed) -> dict[str, str]:
+    return {
+        "tenant_id": delivery.tenant_id,
+        "event_id": delivery.event_id,
+        "delivery_id": delivery.id,
+        "endpoint_id": delivery.endpoint_id,
+    }
 
 
 def event_timestamp(created_at: datetime) -> str:
