@@ -52,3 +52,17 @@ def test_a_slot_is_released_once_the_result_is_recorded(worker, monkeypatch) -> 
     submitted[0](None)
     assert worker.slots.in_flight == 0
     assert worker.drain(timeout=0.1)
+
+
+@pytest.mark.parametrize("capacity", [2, 10, 100, 400, 1000])
+def test_one_claim_can_never_take_an_endpoint_past_its_cap(capacity: int) -> None:
+    worker = Worker(capacity=capacity)
+    try:
+        slots = worker.slots
+        # The fullest an endpoint can be and still be claimed for, plus a whole batch.
+        fullest_claimable = slots.per_endpoint - worker._batch - 1
+        assert fullest_claimable + worker._batch < slots.per_endpoint
+        reserved = slots.reserve(worker._batch)
+        assert all(slots.admit(["ep"] * reserved, reserved))  # nothing given back
+    finally:
+        worker.close()
