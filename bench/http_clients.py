@@ -147,11 +147,11 @@ def make_http_client(port: int, threads: int) -> Callable[[], int]:
 
 
 def make_homing_sender(port: int, threads: int) -> Callable[[], int]:
-    # Homing's own transport (urllib3 + deadline watchdog + bounded read).
+    # Homing's own transport (aiohttp on its event-loop thread, bounded read).
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from deliveries.sender import Sender
 
-    sender = Sender(version="bench", allow_private_networks=True, maxsize=threads)
+    sender = Sender(version="bench", allow_private_networks=True, limit_per_host=threads)
     url = f"http://{HOST}:{port}{PATH}"
     extra = {k: v for k, v in HEADERS.items() if k.startswith("webhook-")}
 

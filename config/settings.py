@@ -157,6 +157,9 @@ if REDIS_URL:
 HOMING_RETRY_SCHEDULE = schedule("HOMING_RETRY_SCHEDULE", default="1s,5s,30s,5m,30m,2h,8h,24h")
 HOMING_RETRY_JITTER = number("HOMING_RETRY_JITTER", default=0.2, minimum=0, maximum=1)
 HOMING_DELIVERY_TIMEOUT = duration("HOMING_DELIVERY_TIMEOUT", default="10")
+# Attempts in flight at once in one worker process (coroutines, not threads); one
+# endpoint gets at most half. See README "Settings".
+HOMING_SEND_CONCURRENCY = env.int("HOMING_SEND_CONCURRENCY", default=400)
 HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
 HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
 HOMING_MAX_BATCH_EVENTS = env.int("HOMING_MAX_BATCH_EVENTS", default=1000)

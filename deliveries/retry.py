@@ -36,27 +36,42 @@ class Classification:
 # The contract's retryable 4xx: timeout, conflict, too early, too many requests.
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 
-# Transport errors that repeating cannot fix. The prefixes are the ones
-# deliveries/sender.py writes; every other transport error (timeout, connection, TLS,
-# protocol) is retryable. "blocked" means the host resolved to a private address at send
-# time (DNS rebinding or a changed record): resending would only be refused again, and a
-# dead letter can be replayed once the DNS is fixed.
-FATAL_ERROR_PREFIXES = ("blocked:", "invalid URL:")
+
+class ErrorKind(enum.StrEnum):
+    """Why an attempt has no status code: what the sender (or the lease sweep) saw."""
+
+    TIMEOUT = "timeout"  # the whole-attempt deadline struck (DNS, connect, TLS, I/O)
+    CONNECTION = "connection"  # refused, reset, unknown host, a malformed answer
+    TLS = "tls"
+    BLOCKED = "blocked"  # the host resolves to a private address (the SSRF guard)
+    INVALID_URL = "invalid_url"
+    INTERNAL = "internal"  # a bug in Homing, not the receiver's doing
+    WORKER_LOST = "worker_lost"  # the lease expired before the worker reported back
 
 
-def classify(*, status_code: int | None, error: str | None) -> Classification:
-    """What an attempt's result means.
+# Transport errors that repeating cannot fix; every other one is retryable. "blocked"
+# means the host resolved to a private address at send time (DNS rebinding or a changed
+# record): resending would only be refused again, and a dead letter can be replayed once
+# the DNS is fixed. "internal" is a bug: retrying it nine times would only hide it.
+FATAL_ERRORS = frozenset({ErrorKind.BLOCKED, ErrorKind.INVALID_URL, ErrorKind.INTERNAL})
+
+
+def classify(
+    *, status_code: int | None, error_kind: ErrorKind | None, error: str = ""
+) -> Classification:
+    """What an attempt's result means; `error` is the human-readable text (the reason).
 
     A status code, when there is one, decides: the receiver answered. Otherwise the
-    transport error does.
+    kind of transport error does.
     """
     if status_code is not None:
         return _classify_status(status_code)
-    if error is None:
-        raise ValueError("an attempt has either a status code or an error")
-    if error.startswith(FATAL_ERROR_PREFIXES):
-        return Classification(Outcome.FATAL, False, error)
-    return Classification(Outcome.RETRYABLE, False, error)
+    if error_kind is None:
+        raise ValueError("an attempt has either a status code or an error kind")
+    reason = error or error_kind.value
+    if error_kind in FATAL_ERRORS:
+        return Classification(Outcome.FATAL, False, reason)
+    return Classification(Outcome.RETRYABLE, False, reason)
 
 
 def _classify_status(code: int) -> Classification:
@@ -89,17 +104,22 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
         return None
     text = value.strip()
     if re.fullmatch(r"[+-]?[0-9]+(?:\.[0-9]+)?", text):
-        return max(0.0, float(text))
+        seconds = float(text)  # huge digit strings become inf, never an error
+        return None if math.isinf(seconds) else max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
+        # OverflowError: a year like 99999999999 that no datetime can hold.
         return None
     if when is None:  # older Pythons returned None instead of raising
         return None
     # "-0000" dates come back naive; HTTP-dates are always GMT.
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+    try:
+        return max(0.0, (when - now).total_seconds())
+    except OverflowError:  # a date at the edge of the calendar, minus now
+        return None
 
 
 def next_delay(

@@ -1,246 +1,115 @@
 """The HTTP transport: one POST per attempt, never raising, bounded in time and memory.
 
-Built on urllib3 (bench/http_clients.py: about 2.5 times less CPU per POST than requests,
-and thread-safe connection pools unlike bare http.client). Pure: no Django; callers
-pass in the URL, signed body, headers and timeout, and get a frozen `SendResult`.
+Built on aiohttp in one event-loop thread per worker process: an attempt waiting on a
+slow receiver costs a coroutine, not a thread, and a POST costs a fraction of the CPU
+of urllib3 and threads (bench/ceilings.py measures the client's ceiling). Pure: no
+Django; callers pass in the URL, signed body, headers and timeout, and get a frozen
+`SendResult`.
 
-Two things urllib3 does not give us are added here:
-- a deadline for the *whole* attempt. `Timeout(total=...)` bounds each socket wait,
-  not the sum of them, so a receiver trickling a byte at a time could hold a worker
-  for ever. A single watchdog thread shuts the socket down at the deadline;
-- the SSRF guard: with `allow_private_networks=False` every new connection resolves
-  the host, refuses it if any address is private, and connects to exactly the
-  addresses it checked (no second lookup that DNS rebinding could answer differently).
+What bounds an attempt:
+- `ClientTimeout(total=timeout)`: one deadline for the whole attempt, DNS, connect,
+  TLS, sending the body and reading the answer included;
+- the SSRF guard: with `allow_private_networks=False` the connector's resolver
+  (`_PublicResolver`) resolves the host, refuses it if any address is private, and
+  hands the connector exactly the addresses it checked (no second lookup that DNS
+  rebinding could answer differently). IP literals never reach a resolver in aiohttp,
+  so they are checked before the request;
+- at most RESPONSE_BODY_LIMIT bytes of the body are read, header lines and fields are
+  capped, nothing is decompressed, redirects are not followed;
+- bounded pools: at most `limit` connections in all and `limit_per_host` per host,
+  idle ones closed after KEEPALIVE_SECONDS.
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import itertools
+import asyncio
+import ipaddress
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import urllib3
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    HTTPError,
-    LocationValueError,
-    NameResolutionError,
-    NewConnectionError,
-    ProtocolError,
-    SSLError,
-)
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
-from urllib3.util import connection as urllib3_connection
-from urllib3.util import parse_url
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from core import network
+from deliveries.retry import ErrorKind
 
 RESPONSE_BODY_LIMIT = 4096  # bytes kept per attempt; the contract shows the first 4 KiB
 # Headers the sender owns; a caller's copy is dropped rather than sent twice.
 OWN_HEADERS = frozenset(
     {"content-type", "user-agent", "content-length", "host", "transfer-encoding", "connection"}
 )
-# The watchdog sweeps at most this often: deadlines may overrun by up to this much, in
-# exchange for not waking once per request at 1,000 requests/s.
-WATCHDOG_GRANULARITY = 0.05
+# Longest status line or header line, and header field, read from a receiver: a
+# receiver cannot make the worker buffer more than this per header.
+MAX_LINE_SIZE = 8190
+MAX_FIELD_SIZE = 8190
+KEEPALIVE_SECONDS = 15.0  # idle keep-alive connections are closed after this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SendResult:
-    """What one attempt produced. Exactly one of `status_code` and `error` is set:
+    """What one attempt produced. Exactly one of `status_code` and `error_kind` is set:
     once a status line has arrived the receiver has answered, whatever happens to the
     rest of its body."""
 
     status_code: int | None
-    error: str | None  # "timeout", "connection error: …", "TLS error: …", "blocked: …"
+    error: str | None  # human readable: "timeout", "connection error: …", "blocked: …"
     response_body: bytes  # at most RESPONSE_BODY_LIMIT bytes
     retry_after: str | None  # the raw Retry-After header; retry.parse_retry_after reads it
     duration_ms: int
+    error_kind: ErrorKind | None = None
+
+    @classmethod
+    def failed(cls, kind: ErrorKind, error: str, duration_ms: int = 0) -> SendResult:
+        return cls(None, error, b"", None, duration_ms, kind)
 
 
 class AddressBlocked(Exception):
-    """Deliberately not an OSError: urllib3 must not wrap it as a connection error."""
+    """The SSRF guard refused the host; its message is the stored error."""
 
 
-# --- the deadline watchdog ---------------------------------------------------------
+class _PublicResolver(AbstractResolver):
+    """Resolves a host, refuses it if any address is not public, and returns exactly the
+    addresses it checked: the connector connects to those, with no second lookup."""
 
-
-class _Attempt:
-    __slots__ = ("deadline", "done", "expired", "sock")
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.sock: socket.socket | None = None
-        self.expired = False
-        self.done = False
-
-
-def _shutdown(sock: socket.socket) -> None:
-    # socket.socket.shutdown, not SSLSocket.shutdown: the latter drops its SSL object,
-    # which the thread blocked in recv() is still using. Shutting down the fd makes
-    # that recv() return at once, and the sending thread sees a broken connection.
-    with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-class _Watchdog:
-    """One daemon thread per process that interrupts attempts past their deadline."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Attempt]] = []
-        self._order = itertools.count()  # tie-breaker: _Attempt is not orderable
-        self._thread: threading.Thread | None = None
-
-    def watch(self, deadline: float) -> _Attempt:
-        attempt = _Attempt(deadline)
-        with self._cond:
-            heapq.heappush(self._heap, (deadline, next(self._order), attempt))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="homing-deadlines", daemon=True
-                )
-                self._thread.start()
-            elif self._heap[0][2] is attempt:
-                self._cond.notify()  # earlier than what the thread is sleeping towards
-        return attempt
-
-    def bind(self, attempt: _Attempt, sock: socket.socket | None) -> None:
-        with self._cond:
-            attempt.sock = sock
-            if attempt.expired and sock is not None:
-                _shutdown(sock)
-
-    def finish(self, attempt: _Attempt) -> bool:
-        """Stop watching; True if the deadline struck (the socket may be shut down)."""
-        with self._cond:
-            attempt.done = True
-            attempt.sock = None
-            return attempt.expired
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                now = time.monotonic()
-                while self._heap and (self._heap[0][2].done or self._heap[0][0] <= now):
-                    _, _, attempt = heapq.heappop(self._heap)
-                    if not attempt.done:
-                        attempt.expired = True
-                        if attempt.sock is not None:
-                            _shutdown(attempt.sock)
-                wait = self._heap[0][0] - now if self._heap else None
-                self._cond.wait(None if wait is None else max(wait, WATCHDOG_GRANULARITY))
-
-
-_watchdog = _Watchdog()
-
-
-def _reset_watchdog_after_fork() -> None:
-    # A forked child (Celery prefork) inherits the watchdog but not its thread: start
-    # afresh, or deadlines would silently stop being enforced in the child.
-    global _watchdog
-    _watchdog = _Watchdog()
-
-
-os.register_at_fork(after_in_child=_reset_watchdog_after_fork)
-# The attempt the current thread is sending, for the connection classes below.
-_current = threading.local()
-
-
-# --- connection classes ------------------------------------------------------------
-
-
-class _WatchedMixin:
-    """Hands the connected socket to the watchdog once the request is on the wire."""
-
-    sock: socket.socket | None
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        super().request(*args, **kwargs)  # type: ignore[misc]
-        attempt = getattr(_current, "attempt", None)
-        if attempt is not None:
-            _watchdog.bind(attempt, self.sock)
-
-
-class _PublicOnlyMixin:
-    """Connects only to public addresses, and only to the ones it checked."""
-
-    host: str
-    port: int
-    timeout: Any
-    source_address: tuple[str, int] | None
-    socket_options: Any
-
-    def _new_conn(self) -> socket.socket:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
         try:
-            addresses = network.resolve_addresses(self.host, self.port)
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
-        reason = network.blocked_reason(self.host, addresses)
+            addresses = await loop.run_in_executor(None, network.resolve_addresses, host, port)
+        except (OSError, UnicodeError) as exc:
+            raise OSError(f"cannot resolve {host}: {exc}") from exc
+        reason = network.blocked_reason(host, addresses)
         if reason:
             raise AddressBlocked(reason)
-        error: OSError = OSError(f"{self.host} resolves to no address")
-        for address in addresses:
-            try:
-                return urllib3_connection.create_connection(
-                    (address, self.port),
-                    self.timeout,
-                    source_address=self.source_address,
-                    socket_options=self.socket_options,
-                )
-            except TimeoutError as exc:
-                raise ConnectTimeoutError(self, f"connecting to {self.host} timed out") from exc
-            except OSError as exc:
-                error = exc
-        raise NewConnectionError(  # type: ignore[arg-type]
-            self, f"Failed to establish a new connection: {error}"
-        ) from error
+        return [
+            ResolveResult(
+                hostname=host,
+                host=address,
+                port=port,
+                family=socket.AF_INET6 if ":" in address else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for address in addresses
+        ]
 
-
-class _HTTPConnection(_WatchedMixin, HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_WatchedMixin, HTTPSConnection):
-    pass
-
-
-class _PublicHTTPConnection(_PublicOnlyMixin, _HTTPConnection):
-    pass
-
-
-class _PublicHTTPSConnection(_PublicOnlyMixin, _HTTPSConnection):
-    pass
-
-
-def _pool_classes(*, public_only: bool) -> dict[str, type[HTTPConnectionPool]]:
-    http_cls = _PublicHTTPConnection if public_only else _HTTPConnection
-    https_cls = _PublicHTTPSConnection if public_only else _HTTPSConnection
-    return {
-        "http": type("HomingHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_cls}),
-        "https": type("HomingHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": https_cls}),
-    }
-
-
-# --- the sender ----------------------------------------------------------------------
+    async def close(self) -> None:
+        return None
 
 
 class Sender:
-    """POSTs webhooks; one instance per process, shared by every sending thread.
+    """POSTs webhooks from one event-loop thread; one instance per process.
 
-    `maxsize` is how many idle keep-alive connections are kept per host: size it to the
-    number of threads that may send to one host at once. Beyond it, extra connections
-    are opened and discarded after use (block=False), so no thread waits on the pool.
-    `num_pools` bounds how many hosts keep connections (least recently used go first).
+    `post()` is a coroutine for code running on `loop`; `send()` is the same from any
+    other thread (tests, benchmarks), waiting for the answer.
     """
 
     def __init__(
@@ -248,55 +117,88 @@ class Sender:
         *,
         version: str,
         allow_private_networks: bool,
-        maxsize: int = 16,
-        num_pools: int = 512,
+        limit: int = 1000,
+        limit_per_host: int = 200,
     ) -> None:
         self.user_agent = f"Homing/{version}"
-        self._pools = urllib3.PoolManager(num_pools=num_pools, maxsize=maxsize, block=False)
-        self._max_targets = num_pools * 4
-        # URL -> (its host's pool, request target): PoolManager would parse the URL and
-        # build a pool key on every request (~7% of a send's CPU). It drops the pools it
-        # evicts without closing them, so a cached pool stays usable; the cache is
-        # bounded and cleared when full.
-        self._targets: dict[str, tuple[HTTPConnectionPool, str]] = {}
-        # PoolManager builds pools from this per-instance mapping.
-        self._pools.pool_classes_by_scheme = _pool_classes(  # type: ignore[assignment]
-            public_only=not allow_private_networks
-        )
+        self.public_only = not allow_private_networks
+        self._limit = limit
+        self._limit_per_host = limit_per_host
+        self._session: aiohttp.ClientSession | None = None
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="homing-sender", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def _session_for_loop(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._limit,
+                limit_per_host=self._limit_per_host,
+                keepalive_timeout=KEEPALIVE_SECONDS,
+                resolver=_PublicResolver() if self.public_only else None,
+                use_dns_cache=not self.public_only,  # every new connection is checked
+                enable_cleanup_closed=True,  # abort TLS sockets a receiver never closes
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                max_line_size=MAX_LINE_SIZE,
+                max_field_size=MAX_FIELD_SIZE,
+                skip_auto_headers=("Accept", "Accept-Encoding"),
+                cookie_jar=aiohttp.DummyCookieJar(),  # receivers' cookies are not kept
+            )
+        return self._session
 
     def send(
         self, *, url: str, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> SendResult:
-        started = time.monotonic()
-        attempt = _watchdog.watch(started + timeout)
-        _current.attempt = attempt
-        try:
-            status, error, content, retry_after = self._exchange(
-                url, body, self._headers(headers), timeout
-            )
-        finally:
-            _current.attempt = None
-        duration_ms = int((time.monotonic() - started) * 1000)
-        if status is None and attempt.expired:
-            error = "timeout"  # whatever the interrupted socket call reported
-        return SendResult(status, error, content, retry_after, duration_ms)
-
-    def close(self) -> None:
-        self._pools.clear()
-        self._targets.clear()
-
-    def _pool_for(self, url: str) -> tuple[HTTPConnectionPool, str]:
-        cached = self._targets.get(url)
-        if cached is not None:
-            return cached
-        parsed = parse_url(url)
-        pool = self._pools.connection_from_host(
-            parsed.host, port=parsed.port, scheme=parsed.scheme or "http"
+        future = asyncio.run_coroutine_threadsafe(
+            self.post(url=url, body=body, headers=headers, timeout=timeout), self.loop
         )
-        if len(self._targets) >= self._max_targets:
-            self._targets.clear()
-        self._targets[url] = (pool, parsed.request_uri)
-        return pool, parsed.request_uri
+        return future.result()
+
+    async def post(
+        self, *, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+    ) -> SendResult:
+        """The attempt's result; never raises (but lets cancellation through)."""
+        started = time.monotonic()
+        try:
+            status, content, retry_after = await self._exchange(url, body, headers, timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            kind, error = describe_error(exc)
+            return SendResult.failed(kind, error, int((time.monotonic() - started) * 1000))
+        duration_ms = int((time.monotonic() - started) * 1000)
+        return SendResult(status, None, content, retry_after, duration_ms)
+
+    async def _exchange(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes, str | None]:
+        try:
+            target = URL(url)
+            target.port  # noqa: B018 - an out-of-range port raises here
+        except (ValueError, TypeError) as exc:
+            raise _InvalidURL(str(exc)) from exc
+        if target.scheme not in ("http", "https") or not _valid_host(target.host):
+            raise _InvalidURL(f"not an http(s) URL: {url[:200]}")
+        if self.public_only and _is_ip_literal(target.host):
+            reason = network.blocked_reason(target.host, [target.host])
+            if reason:
+                raise AddressBlocked(reason)
+        async with self._session_for_loop().post(
+            target,
+            data=body,
+            headers=self._headers(headers),
+            allow_redirects=False,  # a 3xx is the receiver's answer, never followed
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            content = await _read_bounded(response)
+            return response.status, content, response.headers.get("Retry-After")
 
     def _headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         merged = {k: v for k, v in headers.items() if k.lower() not in OWN_HEADERS}
@@ -304,93 +206,79 @@ class Sender:
         merged["User-Agent"] = self.user_agent
         return merged
 
-    def _exchange(
-        self, url: str, body: bytes, headers: dict[str, str], timeout: float
-    ) -> tuple[int | None, str | None, bytes, str | None]:
-        attempt = _current.attempt
-        try:
-            pool, target = self._pool_for(url)
-            response = pool.urlopen(
-                "POST",
-                target,
-                assert_same_host=False,
-                body=body,
-                headers=headers,
-                redirect=False,  # a 3xx is the receiver's answer, never followed
-                retries=False,  # the database counts attempts, not urllib3
-                timeout=urllib3.Timeout(total=timeout),
-                preload_content=False,
-                decode_content=False,
-            )
-        except Exception as exc:  # the contract: send() never raises
-            _watchdog.finish(attempt)
-            return None, describe_error(exc), b"", None
-        if attempt.expired:
-            # Cut off mid-headers: http.client takes EOF as the end of the header block
-            # and would hand us a status the receiver may never have finished sending.
-            _watchdog.finish(attempt)
-            response.close()
-            response.release_conn()
-            return None, "timeout", b"", None
-        content, complete = _read_bounded(response)
-        expired = _watchdog.finish(attempt)
-        if complete and not expired:
-            response.release_conn()  # fully drained: safe to reuse for keep-alive
-        else:
-            # Unread bytes (or a socket the watchdog shut down) would poison the next
-            # request on this connection: drop it. The pool opens a fresh one.
-            response.close()
-            response.release_conn()
-        return response.status, None, content, response.headers.get("Retry-After")
+    def close(self) -> None:
+        """Close every connection and stop the loop thread."""
+        if self.loop.is_closed():
+            return
+        if self._session is not None:
+            session, self._session = self._session, None
+            asyncio.run_coroutine_threadsafe(session.close(), self.loop).result(timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
 
 
-def _read_bounded(response: Any) -> tuple[bytes, bool]:
-    """Up to RESPONSE_BODY_LIMIT bytes; True if that was the whole body."""
+class _InvalidURL(Exception):
+    pass
+
+
+async def _read_bounded(response: aiohttp.ClientResponse) -> bytes:
+    """Up to RESPONSE_BODY_LIMIT bytes. Whatever is left unread makes aiohttp close the
+    connection instead of reusing it (it would poison the next request)."""
     chunks: list[bytes] = []
     size = 0
     try:
-        expected = response.length_remaining
-        if expected is not None and expected <= RESPONSE_BODY_LIMIT:
-            # The usual small answer with a Content-Length: one read, not a read1 loop
-            # ending in an extra empty read (~10% of a send's CPU). The deadline still
-            # bounds a receiver that trickles it.
-            content = response.read(expected)
-            return content, len(content) == expected and response.length_remaining == 0
         while size < RESPONSE_BODY_LIMIT:
-            # read1: return what has arrived; read(n) would wait for all n bytes.
-            chunk = response.read1(RESPONSE_BODY_LIMIT - size)
+            chunk = await response.content.read(RESPONSE_BODY_LIMIT - size)
             if not chunk:
-                return b"".join(chunks), True
+                break
             chunks.append(chunk)
             size += len(chunk)
-    except Exception:  # cut short: timeout, reset, bad chunking; the status stands
-        return b"".join(chunks), False
-    # Exactly at the limit: complete only if the Content-Length says nothing is left.
-    return b"".join(chunks), response.length_remaining == 0
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass  # cut short (timeout, reset, bad chunking): the status stands
+    if size >= RESPONSE_BODY_LIMIT and not response.content.at_eof():
+        response.close()  # more is coming that we will not read
+    return b"".join(chunks)
 
 
-def describe_error(exc: BaseException) -> str:
-    """The error kind and message stored on the attempt; retry.classify reads the kind."""
+def _valid_host(host: str | None) -> bool:
+    return bool(host) and not any(c.isspace() or ord(c) < 32 for c in host or "")
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
+    """The error kind retry.classify reads, and the text stored on the attempt."""
     if isinstance(exc, AddressBlocked):
-        return str(exc)
-    if isinstance(exc, LocationValueError):  # before the rest: it is also an HTTPError
-        return f"invalid URL: {exc}"
-    if isinstance(exc, NewConnectionError):  # also a ConnectTimeoutError: test it first
-        # str() is "<connection object>: Failed to ...": keep the part after the repr.
-        return f"connection error: {str(exc).split(': ', 1)[-1]}"
-    if isinstance(exc, Urllib3Timeout):
-        return "timeout"
-    if isinstance(exc, SSLError):
-        return f"TLS error: {_innermost(exc)}"
-    if isinstance(exc, ProtocolError):
-        return f"connection error: {_innermost(exc)}"
-    if isinstance(exc, (HTTPError, OSError)):
-        return f"connection error: {exc}"
-    return f"connection error: {type(exc).__name__}: {exc}"
+        return ErrorKind.BLOCKED, str(exc)
+    if isinstance(exc, (_InvalidURL, aiohttp.InvalidURL)):
+        return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return ErrorKind.TIMEOUT, "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, AddressBlocked):
+        return ErrorKind.BLOCKED, str(exc.os_error)
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
+        return ErrorKind.TLS, f"TLS error: {_innermost(exc)}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ErrorKind.CONNECTION, f"connection error: {_os_error_text(exc.os_error)}"
+    if isinstance(exc, (aiohttp.ClientError, OSError, UnicodeError)):
+        return ErrorKind.CONNECTION, f"connection error: {_innermost(exc)}"
+    return ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
 
 
-def _innermost(exc: BaseException) -> str:
-    # urllib3 wraps (ProtocolError("Connection aborted.", RemoteDisconnected(...)));
-    # the wrapped exception is the informative part.
-    inner = exc.args[-1] if exc.args and isinstance(exc.args[-1], BaseException) else exc
+def _os_error_text(exc: OSError) -> str:
+    # "[Errno 111] Connect call failed ('1.2.3.4', 80)" says less than "Connection refused"
+    if exc.errno is not None and not isinstance(exc, socket.gaierror):
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
+
+
+def _innermost(exc: BaseException) -> Any:
+    inner = getattr(exc, "os_error", None) or exc.__cause__ or exc
     return str(inner) or type(inner).__name__

@@ -1,23 +1,27 @@
-"""Celery entry points: take ids, call one service."""
+"""Celery entry points: take ids, call one service. Celery is the worker's wake-up bus
+and process model; the `Worker` (deliveries/worker/) does the delivering."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
 from deliveries.queue import DELIVER_TASK, RETRY_WHEN_FREE_TASK
-from deliveries.services.attempts import pipeline
-from deliveries.services.dispatcher import dispatcher
 from deliveries.services.lifecycle import delivery_retry_when_free
+from deliveries.worker import Worker
+
+# The process's worker, created when Celery is ready (None in web processes and tests).
+_worker: Worker | None = None
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
 def deliver(delivery_ids: list[str]) -> None:
-    # The dispatcher thread claims and sends; the message only wakes it.
-    dispatcher().wake(delivery_ids)
+    # The worker's claim loop claims and sends; the message only wakes it.
+    if _worker is not None:
+        _worker.wake(delivery_ids)
 
 
 @shared_task(name=RETRY_WHEN_FREE_TASK, ignore_result=True)
@@ -26,27 +30,19 @@ def retry_when_free(delivery_id: str, tries_left: int) -> None:
 
 
 @worker_ready.connect
-def start_dispatching(**kwargs: Any) -> None:
-    # Start claiming at once: due work may be waiting with no message (see dispatcher.py).
-    dispatcher()
+def start_worker(**kwargs: Any) -> None:
+    # Start claiming at once: due work may be waiting with no message.
+    global _worker
+    _worker = Worker().start()
 
 
-_shutdown_started = False
-
-
-@worker_shutting_down.connect
+@worker_shutdown.connect
 def finish_attempts_under_way(**kwargs: Any) -> None:
     # A warm shutdown lets sends under way finish and be recorded, so a deploy does not
-    # turn them into 'worker lost' retries.
-    #
-    # Celery calls this from its SIGTERM handler, and a second SIGTERM (run_worker
-    # forwards the one its process group also got) re-enters it mid-call: taking a lock
-    # the interrupted call holds would deadlock the worker, so only the first call acts.
-    global _shutdown_started
-    if _shutdown_started:
-        return
-    _shutdown_started = True
-    if dispatcher.cache_info().currsize:
-        dispatcher().stop()
-    if pipeline.cache_info().currsize:  # this process has sent something
-        pipeline().drain(timeout=settings.HOMING_DELIVERY_TIMEOUT + 5)
+    # turn them into 'worker lost' retries. `worker_shutdown` is sent once, from the
+    # main loop after Celery's SIGTERM handler returned (not inside the handler, as
+    # `worker_shutting_down` is), so a second SIGTERM cannot re-enter it.
+    if _worker is not None:
+        _worker.stop()
+        _worker.drain(timeout=settings.HOMING_DELIVERY_TIMEOUT + 5)
+        _worker.close()

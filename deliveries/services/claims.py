@@ -19,13 +19,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.policy import Policy
 from webhooks.models import Endpoint, Event
 
+# Deliveries one claim takes at most. Each claim, load and recorder transaction has a
+# fixed cost, so larger batches are cheaper per delivery: measured with `make bench`
+# (2 workers, one endpoint), 50 drained ~1,290/s and 100 ~1,350-1,430/s; 150 no better.
+BATCH_SIZE = 100
 # How long a delivery given back (its endpoint had too many attempts in flight) waits
 # before it is due again.
 GIVE_BACK_DELAY = timedelta(milliseconds=500)
@@ -72,24 +77,22 @@ def deliveries_claim(
 ) -> list[Claimed]:
     """Claim these deliveries if due and free, then other due ones up to `limit`;
     none for `skip_endpoints` (those with enough attempts in flight already)."""
-    now = timezone.now()
-    lease_until = now + timedelta(seconds=policy.lease_seconds)
     ids = list(dict.fromkeys(delivery_ids))[:limit]
     skip = sorted(skip_endpoints)
     condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
     rows: list[tuple[Any, ...]] = []
     if ids:
         named = f"{condition} AND id IN ({_placeholders(ids)})"
-        rows += _claim(named, [*skip, *ids], now, lease_until, limit)
+        rows += _claim(named, [*skip, *ids], policy.lease_seconds, limit)
     if len(rows) < limit:
-        rows += _claim(condition, skip, now, lease_until, limit - len(rows))
+        rows += _claim(condition, skip, policy.lease_seconds, limit - len(rows))
     return _with_events_and_endpoints(rows)
 
 
 def deliveries_due_exist() -> bool:
     """Whether any delivery is due: a read, so an idle worker's poll takes no write lock."""
     return Delivery.objects.filter(
-        status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now()
+        status=Delivery.Status.PENDING, next_attempt_at__lte=Now()
     ).exists()
 
 
@@ -97,13 +100,12 @@ def deliveries_give_back(
     *, delivery_ids: Sequence[str], delay: timedelta = GIVE_BACK_DELAY
 ) -> None:
     """Undo a claim without an attempt: the deliveries are due again after `delay`."""
-    now = timezone.now()
     Delivery.objects.filter(pk__in=delivery_ids, status=Delivery.Status.DELIVERING).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,
         attempt_count=F("attempt_count") - 1,
-        next_attempt_at=now + delay,
-        updated_at=now,
+        next_attempt_at=ExpressionWrapper(Now() + delay, output_field=DateTimeField()),
+        updated_at=timezone.now(),
     )
 
 
@@ -112,27 +114,47 @@ def _placeholders(values: Sequence[str]) -> str:
 
 
 def _claim(
-    condition: str, params: list[str], now: datetime, lease_until: datetime, limit: int
+    condition: str, params: list[str], lease_seconds: float, limit: int
 ) -> list[tuple[Any, ...]]:
     table = Delivery._meta.db_table
+    # The database's clock decides what is due and when a lease ends: every worker and
+    # scheduler then agree, however far their own clocks drift. (SQLite, the embedded
+    # single-machine set-up, is given this process's clock.)
+    if connection.vendor == "postgresql":
+        now, lease_until, clock = (
+            "statement_timestamp()",
+            "statement_timestamp() + make_interval(secs => %s)",
+            [lease_seconds],
+        )
+    else:
+        current = timezone.now()
+        now, lease_until = "%s", "%s"
+        clock = [current + timedelta(seconds=lease_seconds)]
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
     # No ORDER BY: with it, PostgreSQL sorts every due row (thousands in a backlog) on
     # each claim whenever its statistics are stale; without, the scan stops at `limit`.
     # A backlog still drains roughly oldest first, in the order rows were written.
+    # The due rows are picked once, in a MATERIALIZED CTE on PostgreSQL: as a plain
+    # `IN (subquery … LIMIT)` the planner may rescan the subquery (a nested loop on
+    # stale statistics), and with SKIP LOCKED each rescan finds other rows, so one
+    # claim took thousands instead of `limit` (measured: 1,853 rows for a limit of 100).
+    materialized = " MATERIALIZED" if connection.vendor == "postgresql" else ""
     sql = f"""
-        UPDATE {table} SET status = 'delivering', lease_expires_at = %s,
-            attempt_count = attempt_count + 1, updated_at = %s
-        WHERE id IN (
+        WITH picked AS{materialized} (
             SELECT id FROM {table}
-            WHERE {condition} AND status = 'pending' AND next_attempt_at <= %s
+            WHERE {condition} AND status = 'pending' AND next_attempt_at <= {now}
             LIMIT %s{skip_locked}
-        ) AND status = 'pending' AND next_attempt_at <= %s
+        )
+        UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
+            attempt_count = attempt_count + 1, updated_at = {now}
+        WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= {now}
         RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
     """
+    stamps = [] if connection.vendor == "postgresql" else [current]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [lease_until, now, *params, now, limit, now])
+        cursor.execute(sql, [*params, *stamps, limit, *clock, *stamps, *stamps])
         return cursor.fetchall()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -10,43 +12,77 @@ from core.redis import once_claim, once_release
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
+from deliveries.services.claims import ClaimedEvent
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.models import Endpoint
 
+# Deliveries parked per transaction: a 50,000-deep backlog is parked in short
+# transactions holding a bounded number of rows, never all of it at once.
+PARK_BATCH = 1000
 
-@transaction.atomic
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    id: str
+    tenant_id: str
+    event_id: str
+    endpoint_id: str
+    event: ClaimedEvent
+
+
 def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
     """Move an endpoint's pending deliveries to the dead-letter queue; returns how many.
 
+    In batches of PARK_BATCH, each its own transaction, loading ids and event types
+    only (never event data), so the memory and lock time are bounded by the batch.
     Deliveries a worker holds right now finish their attempt; the worker then finds the
     endpoint inactive and parks them too.
     """
+    total = 0
+    while True:
+        parked = _park_batch(endpoint_id, reason)
+        total += parked
+        if parked < PARK_BATCH:
+            return total
+
+
+def _park_batch(endpoint_id: str, reason: str) -> int:
     now = timezone.now()
-    doomed = list(
-        Delivery.objects.select_for_update()
-        .select_related("event")
-        .filter(endpoint_id=endpoint_id, status=Delivery.Status.PENDING)
-    )
-    if not doomed:
-        return 0
-    Delivery.objects.filter(pk__in=[d.pk for d in doomed], status=Delivery.Status.PENDING).update(
-        status=Delivery.Status.DEAD,
-        next_attempt_at=None,
-        last_error=reason,
-        updated_at=now,
-    )
-    dead_letters_create(deliveries=doomed, reasons=[reason] * len(doomed), dead_at=now)
-    return len(doomed)
-
-
-def endpoint_deactivate(*, endpoint_id: str) -> None:
-    """Stop sending to an endpoint (it answered 410 Gone) and park what waits for it."""
     with transaction.atomic():
-        updated = Endpoint.objects.filter(pk=endpoint_id, is_active=True).update(
+        ids = list(
+            Delivery.objects.select_for_update(skip_locked=True)
+            .filter(endpoint_id=endpoint_id, status=Delivery.Status.PENDING)
+            .values_list("id", flat=True)[:PARK_BATCH]
+        )
+        if not ids:
+            return 0
+        Delivery.objects.filter(pk__in=ids, status=Delivery.Status.PENDING).update(
+            status=Delivery.Status.DEAD, next_attempt_at=None, last_error=reason, updated_at=now
+        )
+        rows = Delivery.objects.filter(pk__in=ids).values_list(
+            "id", "tenant_id", "event_id", "event__type"
+        )
+        parked = [
+            _Parked(d_id, tenant, event_id, endpoint_id, ClaimedEvent(event_id, t, None, now))
+            for d_id, tenant, event_id, t in rows
+        ]
+        dead_letters_create(
+            deliveries=parked,  # type: ignore[arg-type]
+            reasons=[reason] * len(parked),
+            dead_at=now,
+        )
+    return len(ids)
+
+
+def endpoint_deactivate(*, endpoint_id: str) -> bool:
+    """Stop sending to an endpoint (it answered 410 Gone); True if this call did.
+    The caller then parks what waits for it (`deliveries_kill_for_endpoint`), off the
+    recorder's thread."""
+    return bool(
+        Endpoint.objects.filter(pk=endpoint_id, is_active=True).update(
             is_active=False, updated_at=timezone.now()
         )
-        if updated:
-            deliveries_kill_for_endpoint(endpoint_id=endpoint_id, reason="endpoint deactivated")
+    )
 
 
 # A manual retry waits for an attempt in flight this many seconds at most: longer than

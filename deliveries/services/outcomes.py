@@ -25,7 +25,9 @@ def next_state(
     *, delivery: Delivery | Claimed, result: SendResult, policy: Policy, now: datetime
 ) -> NextState:
     """Succeeded, pending again with its next due time, or dead with a reason."""
-    verdict = retry.classify(status_code=result.status_code, error=result.error)
+    verdict = retry.classify(
+        status_code=result.status_code, error_kind=result.error_kind, error=result.error or ""
+    )
     if verdict.outcome == retry.Outcome.SUCCESS:
         return NextState(verdict.outcome, _closed(Delivery.Status.SUCCEEDED, ""))
     attempts = delivery.attempts_in_schedule

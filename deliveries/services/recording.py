@@ -1,48 +1,70 @@
 """Recording attempts: the attempt rows and each delivery's next state, in batches.
 
-Results arrive from the sending threads one by one; a single recorder thread per
-worker process writes whatever has arrived in one transaction. Sending threads then
-never wait on the database, a slow attempt never delays recording a fast one, and a
-busy worker writes many results per transaction.
+The one way an attempt is recorded, used by the worker's recorder and by the lease
+sweep (`worker lost`). Whatever a receiver answered, it cannot stop a batch from being
+written, so it cannot hold up other tenants' results:
+- every value is made storable first: NUL bytes (PostgreSQL text refuses them) become
+  U+FFFD, every text is clipped to its column, numbers to theirs;
+- a batch is written in one transaction (one statement for the states on PostgreSQL);
+- if it still fails for a reason other than the database being unavailable, each row is
+  written on its own, and a row that cannot be written is stored as a "could not
+  record" attempt instead. A result is never dropped.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
-from concurrent.futures import Future
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from config.logs import delivery_log_context
 from core import counters
 from deliveries import retry
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
 from deliveries.services.attempt_stats import attempt_minutes_add
-from deliveries.services.claims import Claimed
-from deliveries.services.lifecycle import endpoint_deactivate
+from deliveries.services.claims import ClaimedEvent
 from deliveries.services.outcomes import NextState, next_state
 from dlq.services.dead_letters import dead_letters_create
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 200  # results written per transaction at most
-# A failed write (PostgreSQL restarting) is tried again for about this long; after
-# that the leases expire and the scheduler retries the deliveries (at least once).
-WRITE_PATIENCE_SECONDS = 30
+TEXT_LIMIT = 500  # Attempt.error, Delivery.last_error, DeadLetter.reason
+STATUS_CODE_MAX = 32767  # PositiveSmallIntegerField
+DURATION_MAX = 2**31 - 1
+COULD_NOT_RECORD = "could not record the attempt"
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+
+
+class Held(Protocol):
+    """A delivery under a lease: what recording needs of it (claims.Claimed is one)."""
+
+    id: str
+    tenant_id: str
+    attempt_count: int
+    schedule_offset: int
+
+    @property
+    def event(self) -> ClaimedEvent: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def endpoint_id(self) -> str: ...
+    @property
+    def attempts_in_schedule(self) -> int: ...
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What was sent (None: nothing, the endpoint was deactivated) and when."""
 
-    delivery: Claimed
+    delivery: Held
     result: SendResult | None
     started_at: datetime
     policy: Policy
@@ -53,93 +75,138 @@ class Recorded:
     delivery_id: str
     outcome: retry.Outcome
     sent: bool
+    deactivate_endpoint: str | None = None  # the endpoint a 410 asks to deactivate
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[Outcome, Future[Recorded | None]]] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
-        self._thread.start()
-
-    def submit(self, outcome: Outcome) -> Future[Recorded | None]:
-        future: Future[Recorded | None] = Future()
-        self._queue.put((outcome, future))
-        return future
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            recorded = self._write_with_patience([outcome for outcome, _ in batch])
-            for (_, future), item in zip(batch, recorded, strict=True):
-                future.set_result(item)
-
-    def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
-        deadline = time.monotonic() + WRITE_PATIENCE_SECONDS
-        while True:
-            try:
-                close_old_connections()
-                return record_outcomes(outcomes)
-            except DatabaseError:
-                connection.close()
-                if time.monotonic() > deadline:
-                    logger.exception(
-                        "gave up recording %d attempts; their leases will "
-                        "expire and the scheduler retries them",
-                        len(outcomes),
-                    )
-                    return [None] * len(outcomes)
-                logger.warning("database unavailable while recording; retrying")
-                time.sleep(1)
-            except Exception:
-                logger.exception("recording %d attempts failed", len(outcomes))
-                return [None] * len(outcomes)
+def storable(text: str | None, limit: int | None = TEXT_LIMIT) -> str:
+    """`text` as PostgreSQL will store it: no NUL, no lone surrogate, within `limit`."""
+    if not text:
+        return ""
+    clean = text.replace("\x00", "\ufffd")
+    clean = clean.encode("utf-8", "replace").decode("utf-8")
+    return clean if limit is None else clean[:limit]
 
 
-def record_outcomes(outcomes: list[Outcome]) -> list[Recorded | None]:
-    """Write attempts and next states; None for a delivery this claim no longer holds."""
-    now = timezone.now()
-    recorded: list[Recorded | None] = []
-    attempts: list[Attempt] = []
-    dead: list[tuple[Claimed, str]] = []
-    deactivate: set[str] = set()
-    states = [_state_for(item.delivery, item.result, item.policy, now) for item in outcomes]
-    with transaction.atomic():
-        applied = _apply_states([item.delivery for item in outcomes], states, now)
-        for item, state in zip(outcomes, states, strict=True):
-            delivery, result = item.delivery, item.result
-            if delivery.id not in applied:
-                recorded.append(None)  # our lease lapsed; the scheduler took it back
-                continue
-            if result is not None:
-                attempts.append(_attempt_row(delivery, result, item.started_at))
-            recorded.append(Recorded(delivery.id, state.outcome, sent=result is not None))
-            if state.dead_reason:
-                dead.append((delivery, state.dead_reason))
-            if state.deactivate_endpoint:
-                deactivate.add(delivery.endpoint_id)
-        Attempt.objects.bulk_create(attempts)
-        if dead:
-            dead_letters_create(
-                deliveries=[d for d, _ in dead], reasons=[r for _, r in dead], dead_at=now
-            )
-    for endpoint_id in deactivate:
-        endpoint_deactivate(endpoint_id=endpoint_id)
-    counts = _outcome_counts(recorded)
-    counters.increment_many(counts)
-    attempt_minutes_add(
-        counts={name.removeprefix("attempts_"): n for name, n in counts.items()}, at=now
+def storable_result(result: SendResult) -> SendResult:
+    """The result with every value fitting its column (the receiver chose most of them)."""
+    status, error, kind = result.status_code, result.error, result.error_kind
+    if status is not None and not 0 <= status <= STATUS_CODE_MAX:
+        status, kind = None, retry.ErrorKind.CONNECTION
+        error = f"connection error: invalid status code {result.status_code}"
+    return SendResult(
+        status_code=status,
+        error=storable(error) or None,
+        response_body=result.response_body,
+        retry_after=storable(result.retry_after, 200) or None,
+        duration_ms=min(max(result.duration_ms, 0), DURATION_MAX),
+        error_kind=kind,
     )
+
+
+def attempts_record(
+    *, outcomes: Sequence[Outcome], expired_only: bool = False
+) -> list[Recorded | None]:
+    """Write attempts and next states; None for a delivery this claim no longer holds.
+
+    `expired_only` (the lease sweep): take a delivery only if its lease has expired, so
+    a worker recording at the same moment wins. Raises only when the database is
+    unavailable; any other failure falls back to writing row by row.
+    """
+    outcomes = [
+        Outcome(o.delivery, storable_result(o.result) if o.result else None, o.started_at, o.policy)
+        for o in outcomes
+    ]
+    try:
+        recorded = _write_batch(outcomes, expired_only)
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception:
+        logger.exception("recording a batch of %d attempts failed; row by row", len(outcomes))
+        recorded = [_write_row(outcome, expired_only) for outcome in outcomes]
+    _count(recorded)
     return recorded
 
 
-def _state_for(
-    delivery: Claimed, result: SendResult | None, policy: Policy, now: datetime
-) -> NextState:
+def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded | None]:
+    now = timezone.now()
+    states = [_state_for(o, now) for o in outcomes]
+    recorded: list[Recorded | None] = []
+    attempts, dead = [], []
+    with transaction.atomic():
+        applied = _apply_states([o.delivery for o in outcomes], states, now, expired_only)
+        for outcome, state in zip(outcomes, states, strict=True):
+            delivery = outcome.delivery
+            if delivery.id not in applied:
+                recorded.append(None)  # our lease lapsed; the scheduler took it back
+                continue
+            if outcome.result is not None:
+                attempts.append(_attempt_row(delivery, outcome.result, outcome.started_at))
+            recorded.append(_recorded(outcome, state))
+            if state.dead_reason:
+                dead.append((delivery, storable(state.dead_reason)))
+        Attempt.objects.bulk_create(attempts, ignore_conflicts=expired_only)
+        if dead:
+            dead_letters_create(
+                deliveries=[d for d, _ in dead],  # type: ignore[misc]
+                reasons=[r for _, r in dead],
+                dead_at=now,
+            )
+    return recorded
+
+
+def _write_row(outcome: Outcome, expired_only: bool) -> Recorded | None:
+    """One outcome in its own transaction; if even that fails, a "could not record"
+    attempt with the delivery's next state still decided by what the receiver said."""
+    try:
+        return _write_batch([outcome], expired_only)[0]
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception:
+        logger.exception(
+            "could not record attempt of delivery %s",
+            outcome.delivery.id,
+            extra=delivery_log_context(outcome.delivery),
+        )
+    result = outcome.result
+    if result is None:
+        return None
+    placeholder = SendResult(
+        status_code=result.status_code,
+        error=None if result.status_code is not None else COULD_NOT_RECORD,
+        response_body=COULD_NOT_RECORD.encode() if result.status_code is not None else b"",
+        retry_after=None,
+        duration_ms=result.duration_ms,
+        error_kind=result.error_kind,
+    )
+    try:
+        return _write_batch(
+            [Outcome(outcome.delivery, placeholder, outcome.started_at, outcome.policy)],
+            expired_only,
+        )[0]
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception:
+        # Nothing about this row can be stored: its lease expires and the sweep
+        # records it as `worker lost` (at least once).
+        logger.exception(
+            "gave up recording delivery %s",
+            outcome.delivery.id,
+            extra=delivery_log_context(outcome.delivery),
+        )
+        return None
+
+
+def _recorded(outcome: Outcome, state: NextState) -> Recorded:
+    return Recorded(
+        outcome.delivery.id,
+        state.outcome,
+        sent=outcome.result is not None,
+        deactivate_endpoint=outcome.delivery.endpoint_id if state.deactivate_endpoint else None,
+    )
+
+
+def _state_for(outcome: Outcome, now: datetime) -> NextState:
+    delivery, result = outcome.delivery, outcome.result
     if result is None:  # nothing was sent: the claim's attempt number is given back
         reason = "endpoint deactivated"
         return NextState(
@@ -153,48 +220,58 @@ def _state_for(
             },
             dead_reason=reason,
         )
-    return next_state(delivery=delivery, result=result, policy=policy, now=now)
+    state = next_state(delivery=delivery, result=result, policy=outcome.policy, now=now)
+    state.fields["last_error"] = storable(state.fields["last_error"])
+    return state
 
 
-def _apply_states(deliveries: list[Claimed], states: list[NextState], now: datetime) -> set[str]:
+def _apply_states(
+    deliveries: list[Held], states: list[NextState], now: datetime, expired_only: bool
+) -> set[str]:
     """Write each delivery's next state if this claim still holds it; returns those ids."""
     if connection.vendor == "postgresql":
-        return _apply_states_at_once(deliveries, states, now)
+        return _apply_states_at_once(deliveries, states, now, expired_only)
     applied = set()
     for delivery, state in zip(deliveries, states, strict=True):
-        if Delivery.objects.filter(
-            pk=delivery.id,
-            status=Delivery.Status.DELIVERING,
-            attempt_count=delivery.attempt_count,
-        ).update(**state.fields, updated_at=now):
+        held = Delivery.objects.filter(
+            pk=delivery.id, status=Delivery.Status.DELIVERING, attempt_count=delivery.attempt_count
+        )
+        if expired_only:
+            held = held.filter(lease_expires_at__lt=now)
+        if held.update(**state.fields, updated_at=now):
             applied.add(delivery.id)
     return applied
 
 
 def _apply_states_at_once(
-    deliveries: list[Claimed], states: list[NextState], now: datetime
+    deliveries: list[Held], states: list[NextState], now: datetime, expired_only: bool
 ) -> set[str]:
     # One statement for the whole batch instead of one UPDATE per delivery: the
-    # recorder's main cost at high throughput.
+    # recorder's main cost at high throughput. Due times count from the database's
+    # clock (statement_timestamp()), like claims and leases, so no process's clock drift matters.
     rows, params = [], []
     for delivery, state in zip(deliveries, states, strict=True):
-        rows.append("(%s::text, %s::int, %s::text, %s::timestamptz, %s::text, %s::int)")
+        rows.append("(%s::text, %s::int, %s::text, %s::float8, %s::text, %s::int)")
+        due = state.fields["next_attempt_at"]
         params += [
             delivery.id,
             delivery.attempt_count,
             state.fields["status"],
-            state.fields["next_attempt_at"],
+            None if due is None else (due - now).total_seconds(),
             state.fields["last_error"],
             state.fields.get("attempt_count", delivery.attempt_count),
         ]
     table = Delivery._meta.db_table
+    expired = " AND d.lease_expires_at < statement_timestamp()" if expired_only else ""
     sql = f"""
-        UPDATE {table} AS d SET status = v.status, next_attempt_at = v.next_attempt_at,
+        UPDATE {table} AS d SET status = v.status,
+            next_attempt_at = statement_timestamp() + make_interval(secs => v.delay),
             lease_expires_at = NULL, last_error = v.last_error, attempt_count = v.new_count,
             updated_at = %s
         FROM (VALUES {", ".join(rows)})
-            AS v(id, claimed_count, status, next_attempt_at, last_error, new_count)
+            AS v(id, claimed_count, status, delay, last_error, new_count)
         WHERE d.id = v.id AND d.status = 'delivering' AND d.attempt_count = v.claimed_count
+            {expired}
         RETURNING d.id
     """
     with connection.cursor() as cursor:
@@ -202,22 +279,23 @@ def _apply_states_at_once(
         return {row[0] for row in cursor.fetchall()}
 
 
-def _attempt_row(delivery: Claimed, result: SendResult, started_at: datetime) -> Attempt:
+def _attempt_row(delivery: Held, result: SendResult, started_at: datetime) -> Attempt:
     return Attempt(
         delivery_id=delivery.id,
         number=delivery.attempt_count,
         started_at=started_at,
         duration_ms=result.duration_ms,
         status_code=result.status_code,
-        error=(result.error or "")[:500],
-        response_body=result.response_body.decode("utf-8", errors="replace"),
+        error=storable(result.error),
+        response_body=storable(result.response_body.decode("utf-8", errors="replace"), None),
     )
 
 
-def _outcome_counts(recorded: list[Recorded | None]) -> dict[str, int]:
+def _count(recorded: list[Recorded | None]) -> None:
     counts: dict[str, int] = {}
     for item in recorded:
         if item is not None and item.sent:
-            name = f"attempts_{item.outcome.value}"
-            counts[name] = counts.get(name, 0) + 1
-    return counts
+            counts[item.outcome.value] = counts.get(item.outcome.value, 0) + 1
+    if counts:
+        counters.increment_many({f"attempts_{name}": n for name, n in counts.items()})
+        attempt_minutes_add(counts=counts, at=timezone.now())

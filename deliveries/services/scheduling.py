@@ -12,18 +12,15 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
-from core import counters
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import wake_workers
+from deliveries.retry import ErrorKind
 from deliveries.sender import SendResult
-from deliveries.services.attempt_stats import attempt_minutes_add
-from deliveries.services.attempts import BATCH_SIZE
-from deliveries.services.outcomes import next_state
-from dlq.services.dead_letters import dead_letters_create
+from deliveries.services.claims import BATCH_SIZE, ClaimedEvent
+from deliveries.services.recording import Outcome, attempts_record
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +33,12 @@ WORKER_LOST = "worker lost"
 class SweepReport:
     due: int
     recovered: int
+
+
+def database_now() -> Now:
+    # The database's clock, not this process's: every process compares due times and
+    # leases against the same clock, however far their own drift.
+    return Now()
 
 
 def deliveries_sweep() -> SweepReport:
@@ -51,7 +54,7 @@ def deliveries_wake_for_due() -> int:
     named."""
     due = list(
         Delivery.objects.filter(
-            status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now()
+            status=Delivery.Status.PENDING, next_attempt_at__lte=database_now()
         ).values_list("id", flat=True)[:BATCH_SIZE]
     )
     if due:
@@ -63,62 +66,60 @@ def deliveries_recover_expired_leases() -> int:
     """Record a `worker lost` attempt for claims whose worker never reported back.
 
     The attempt may or may not have reached the receiver: it is retried (at least once),
-    with the same webhook-id so the receiver can tell.
+    with the same webhook-id so the receiver can tell. Recorded like any attempt
+    (recording.py), taking only leases that are still expired when written.
     """
-    now = timezone.now()
     policy = current_policy()
-    expired = list(
-        Delivery.objects.select_related("event")
-        .filter(status=Delivery.Status.DELIVERING, lease_expires_at__lt=now)
-        .order_by("lease_expires_at")[:SWEEP_LIMIT]
+    rows = (
+        Delivery.objects.filter(
+            status=Delivery.Status.DELIVERING, lease_expires_at__lt=database_now()
+        )
+        .order_by("lease_expires_at")
+        .values_list(
+            "id",
+            "tenant_id",
+            "attempt_count",
+            "schedule_offset",
+            "event_id",
+            "event__type",
+            "event__created_at",
+            "endpoint_id",
+            "lease_expires_at",
+        )[:SWEEP_LIMIT]
     )
-    lost = SendResult(None, WORKER_LOST, b"", None, 0)
-    recovered = 0
-    with transaction.atomic():
-        dead = []
-        for delivery in expired:
-            state = next_state(delivery=delivery, result=lost, policy=policy, now=now)
-            taken = Delivery.objects.filter(
-                pk=delivery.pk,
-                status=Delivery.Status.DELIVERING,
-                attempt_count=delivery.attempt_count,
-                lease_expires_at=delivery.lease_expires_at,
-            ).update(**state.fields, updated_at=now)
-            if not taken:
-                continue
-            recovered += 1
-            Attempt.objects.bulk_create(
-                [
-                    Attempt(
-                        delivery=delivery,
-                        number=delivery.attempt_count,
-                        error=WORKER_LOST,
-                        started_at=delivery.lease_expires_at
-                        - timedelta(seconds=policy.lease_seconds),
-                    )
-                ],
-                ignore_conflicts=True,
-            )
-            if state.dead_reason:
-                dead.append((delivery, state.dead_reason))
-        if dead:
-            dead_letters_create(
-                deliveries=[d for d, _ in dead], reasons=[r for _, r in dead], dead_at=now
-            )
+    lost = SendResult.failed(ErrorKind.WORKER_LOST, WORKER_LOST)
+    outcomes = [
+        Outcome(
+            Lost(d_id, tenant, count, offset, ClaimedEvent(e_id, e_type, None, e_at), endpoint),
+            lost,
+            lease - timedelta(seconds=policy.lease_seconds),
+            policy,
+        )
+        for d_id, tenant, count, offset, e_id, e_type, e_at, endpoint, lease in rows
+    ]
+    if not outcomes:
+        return 0
+    recovered = sum(1 for r in attempts_record(outcomes=outcomes, expired_only=True) if r)
     if recovered:
         logger.warning("took back %d deliveries from workers that died mid-attempt", recovered)
-        counters.increment("attempts_retryable", recovered)
-        attempt_minutes_add(counts={"retryable": recovered}, at=now)
     return recovered
 
 
-def deliveries_refresh_statistics() -> None:
-    """ANALYZE the deliveries table (PostgreSQL).
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A delivery whose lease expired: what recording needs of it, without event data."""
 
-    Its rows change state faster than autovacuum's default cadence notices; on stale
-    statistics (e.g. a table that went from empty to thousands of due rows within a
-    minute) the planner misjudges the claim queries by orders of magnitude.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {Delivery._meta.db_table}")
+    id: str
+    tenant_id: str
+    attempt_count: int
+    schedule_offset: int
+    event: ClaimedEvent
+    endpoint_id: str
+
+    @property
+    def event_id(self) -> str:
+        return self.event.id
+
+    @property
+    def attempts_in_schedule(self) -> int:
+        return self.attempt_count - self.schedule_offset

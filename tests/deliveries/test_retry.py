@@ -16,6 +16,7 @@ from deliveries.retry import (
     DEFAULT_JITTER,
     DEFAULT_SCHEDULE,
     Classification,
+    ErrorKind,
     Outcome,
     classify,
     max_attempts,
@@ -40,14 +41,14 @@ def close_enough(a: float, b: float) -> bool:
 
 @pytest.mark.parametrize("code", [200, 201, 202, 204, 299])
 def test_any_2xx_is_success(code: int) -> None:
-    assert classify(status_code=code, error=None) == Classification(
+    assert classify(status_code=code, error_kind=None) == Classification(
         Outcome.SUCCESS, False, f"HTTP {code}"
     )
 
 
 @pytest.mark.parametrize("code", [408, 409, 425, 429, 500, 502, 503, 504, 599])
 def test_throttling_conflicts_and_server_errors_are_retried(code: int) -> None:
-    assert classify(status_code=code, error=None) == Classification(
+    assert classify(status_code=code, error_kind=None) == Classification(
         Outcome.RETRYABLE, False, f"HTTP {code}"
     )
 
@@ -56,57 +57,58 @@ def test_throttling_conflicts_and_server_errors_are_retried(code: int) -> None:
     "code", [300, 301, 302, 304, 307, 308, 400, 401, 403, 404, 405, 413, 422, 451, 499]
 )
 def test_redirects_and_other_client_errors_are_dead_at_once(code: int) -> None:
-    assert classify(status_code=code, error=None) == Classification(
+    assert classify(status_code=code, error_kind=None) == Classification(
         Outcome.FATAL, False, f"HTTP {code} (not retryable)"
     )
 
 
 def test_410_gone_is_fatal_and_deactivates_the_endpoint() -> None:
-    assert classify(status_code=410, error=None) == Classification(
+    assert classify(status_code=410, error_kind=None) == Classification(
         Outcome.FATAL, True, "HTTP 410 (endpoint gone)"
     )
 
 
 @pytest.mark.parametrize("code", [0, 99, 600, 999, -1])
 def test_a_status_outside_http_is_fatal(code: int) -> None:
-    result = classify(status_code=code, error=None)
+    result = classify(status_code=code, error_kind=None)
     assert result.outcome == Outcome.FATAL
     assert result.reason == f"HTTP {code} (invalid status)"
 
 
 @pytest.mark.parametrize(
-    "error",
+    ("kind", "error"),
     [
-        "timeout",
-        "connection error: Failed to establish a new connection: [Errno 111] Connection refused",
-        "TLS error: certificate verify failed",
-        "worker lost",
+        (ErrorKind.TIMEOUT, "timeout"),
+        (ErrorKind.CONNECTION, "connection error: Connection refused"),
+        (ErrorKind.TLS, "TLS error: certificate verify failed"),
+        (ErrorKind.WORKER_LOST, "worker lost"),
     ],
 )
-def test_transport_errors_are_retried_with_the_error_as_reason(error: str) -> None:
-    assert classify(status_code=None, error=error) == Classification(
+def test_transport_errors_are_retried_with_the_error_as_reason(kind, error: str) -> None:
+    assert classify(status_code=None, error_kind=kind, error=error) == Classification(
         Outcome.RETRYABLE, False, error
     )
 
 
 @pytest.mark.parametrize(
-    "error",
+    ("kind", "error"),
     [
-        "blocked: example.com resolves to a private address",
-        "invalid URL: Not supported URL scheme ftp",
+        (ErrorKind.BLOCKED, "blocked: example.com resolves to a private address"),
+        (ErrorKind.INVALID_URL, "invalid URL: Not supported URL scheme ftp"),
+        (ErrorKind.INTERNAL, "internal error: KeyError"),
     ],
 )
-def test_refused_or_impossible_requests_are_not_retried(error: str) -> None:
-    assert classify(status_code=None, error=error).outcome == Outcome.FATAL
+def test_refused_impossible_or_buggy_requests_are_not_retried(kind, error: str) -> None:
+    assert classify(status_code=None, error_kind=kind, error=error).outcome == Outcome.FATAL
 
 
 def test_a_status_decides_even_when_an_error_is_also_given() -> None:
-    assert classify(status_code=200, error="timeout").outcome == Outcome.SUCCESS
+    assert classify(status_code=200, error_kind=ErrorKind.TIMEOUT).outcome == Outcome.SUCCESS
 
 
 def test_a_result_with_neither_status_nor_error_is_a_bug() -> None:
     with pytest.raises(ValueError):
-        classify(status_code=None, error=None)
+        classify(status_code=None, error_kind=None)
 
 
 def test_outcomes_are_the_metric_label_strings() -> None:
@@ -116,7 +118,7 @@ def test_outcomes_are_the_metric_label_strings() -> None:
 
 @given(st.integers(min_value=100, max_value=599))
 def test_classify_gives_every_http_status_an_outcome(code: int) -> None:
-    result = classify(status_code=code, error=None)
+    result = classify(status_code=code, error_kind=None)
     assert result.outcome in set(Outcome)
     assert (result.outcome == Outcome.SUCCESS) == (200 <= code <= 299)
     assert result.deactivate_endpoint == (code == 410)
@@ -125,7 +127,7 @@ def test_classify_gives_every_http_status_an_outcome(code: int) -> None:
 
 @given(st.integers())
 def test_classify_never_raises_on_any_integer(code: int) -> None:
-    assert classify(status_code=code, error=None).deactivate_endpoint == (code == 410)
+    assert classify(status_code=code, error_kind=None).deactivate_endpoint == (code == 410)
 
 
 # --- schedule --------------------------------------------------------------------
@@ -213,6 +215,8 @@ def test_parse_duration_reads_one_value() -> None:
         ("", None),
         ("soon", None),
         ("12 parsecs", None),
+        ("Wed, 21 Oct 99999999999 07:28:00 GMT", None),  # OverflowError in the stdlib
+        ("9" * 400, None),  # infinite
     ],
 )
 def test_it_reads_retry_after_seconds_and_dates(value: str | None, expected: float | None) -> None:

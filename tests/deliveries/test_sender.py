@@ -404,3 +404,26 @@ def test_resolve_blocked_reason() -> None:
     assert resolve_blocked_reason("10.1.2.3") is not None
     assert resolve_blocked_reason("8.8.8.8") is None
     assert resolve_blocked_reason("no-such-host.invalid") is None  # fails later, as an error
+
+
+def test_a_bug_in_sending_is_an_internal_error_and_fatal(monkeypatch) -> None:
+    from deliveries.retry import ErrorKind, Outcome, classify
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    sender = Sender(version="1", allow_private_networks=True)
+    monkeypatch.setattr(sender, "_exchange", broken)
+    try:
+        result = post(sender, "http://127.0.0.1:9/")
+    finally:
+        sender.close()
+    assert result.error_kind is ErrorKind.INTERNAL
+    assert result.error == "internal error: RuntimeError: a bug"
+    verdict = classify(status_code=None, error_kind=result.error_kind, error=result.error)
+    assert verdict.outcome is Outcome.FATAL
+
+
+def test_an_out_of_range_port_is_an_invalid_url(sender) -> None:
+    result = post(sender, "http://example.com:99999/x")
+    assert result.error is not None and result.error.startswith("invalid URL: ")

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
-from deliveries.services.scheduling import deliveries_refresh_statistics, deliveries_sweep
+from deliveries.services.scheduling import deliveries_sweep
 from dlq.services.retention import retention_purge
 
 logger = logging.getLogger("homing.scheduler")
@@ -22,7 +22,6 @@ TICK_SECONDS = 0.25
 # Retention (finished events, expired idempotency records), in small batches.
 PURGE_EVERY_SECONDS = 60
 PURGE_BUDGET_SECONDS = 0.5  # per tick: sweeps must not wait for a long purge
-ANALYZE_EVERY_SECONDS = 15
 
 
 class Command(BaseCommand):
@@ -38,15 +37,12 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.set())
         logger.info("scheduler: sweeping every %s s", options["tick"])
-        next_purge = next_analyze = time.monotonic()
+        next_purge = time.monotonic()
         while not stopping.is_set():
             try:
                 report = deliveries_sweep()
                 if report.recovered:
                     logger.info("recovered %d deliveries from lost workers", report.recovered)
-                if time.monotonic() >= next_analyze:
-                    deliveries_refresh_statistics()
-                    next_analyze = time.monotonic() + ANALYZE_EVERY_SECONDS
                 if time.monotonic() >= next_purge:
                     purged = retention_purge(time_budget=PURGE_BUDGET_SECONDS)
                     # A backlog is worked off a budget per tick, between sweeps.

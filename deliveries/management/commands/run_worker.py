@@ -24,7 +24,8 @@ class Command(BaseCommand):
     help = "Run a Celery worker for deliveries and restart it whenever it exits unexpectedly."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=8)
+        # Celery threads only take wake-up messages; HOMING_SEND_CONCURRENCY sizes the sending.
+        parser.add_argument("--concurrency", type=int, default=2)
         parser.add_argument("--name", default="worker")
         parser.add_argument("--loglevel", default="INFO")
 

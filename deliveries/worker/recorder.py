@@ -1,0 +1,95 @@
+"""The recorder thread: writes whatever results have arrived, in batches.
+
+Sends never wait on the database, a slow attempt never delays recording a fast one, and
+a busy worker writes many results per transaction (recording.py does the writing and
+sanitising). It gives up on a batch only when the database stays unavailable for
+WRITE_PATIENCE_SECONDS, which is shorter than the lease margin: the sweep then records
+those deliveries as `worker lost` and retries them (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from django.db import close_old_connections, connection
+
+from deliveries.policy import LEASE_MARGIN_SECONDS
+from deliveries.services.recording import (
+    DATABASE_UNAVAILABLE,
+    Outcome,
+    Recorded,
+    attempts_record,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 200  # results written per transaction at most
+WRITE_PATIENCE_SECONDS = 10
+assert WRITE_PATIENCE_SECONDS < LEASE_MARGIN_SECONDS, "a lease must outlast the patience"
+
+Done = Callable[[Recorded | None], None]
+
+
+class Recorder:
+    def __init__(self, *, on_deactivate: Callable[[str], None]) -> None:
+        self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
+        self._on_deactivate = on_deactivate
+        self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
+        self._thread.start()
+
+    def submit(self, outcome: Outcome, done: Done) -> None:
+        """Record `outcome`; `done` is called with what was recorded, whatever happens."""
+        self._queue.put((outcome, done))
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=WRITE_PATIENCE_SECONDS + 5)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            while len(batch) < MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                batch.append(more)
+            recorded: list[Recorded | None] = [None] * len(batch)
+            try:
+                recorded = self._write_with_patience([outcome for outcome, _ in batch])
+            finally:
+                for (_, done), item_recorded in zip(batch, recorded, strict=True):
+                    done(item_recorded)
+            for endpoint_id in {r.deactivate_endpoint for r in recorded if r} - {None}:
+                self._on_deactivate(endpoint_id)  # type: ignore[arg-type]
+
+    def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
+        deadline = time.monotonic() + WRITE_PATIENCE_SECONDS
+        while True:
+            try:
+                close_old_connections()
+                return attempts_record(outcomes=outcomes)
+            except DATABASE_UNAVAILABLE:
+                connection.close()
+                if time.monotonic() > deadline:
+                    logger.error(
+                        "gave up recording %d attempts (database unavailable); their "
+                        "leases expire and the scheduler retries them",
+                        len(outcomes),
+                    )
+                    return [None] * len(outcomes)
+                logger.warning("database unavailable while recording; retrying")
+                time.sleep(1)
+            except Exception:
+                logger.exception("recording %d attempts failed", len(outcomes))
+                return [None] * len(outcomes)

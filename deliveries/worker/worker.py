@@ -1,0 +1,291 @@
+"""The worker: claim due deliveries, send them, record the attempts.
+
+One `Worker` per worker process owns everything that moves a delivery:
+- the claim loop (a thread): Celery messages and an idle poll wake it; it claims due
+  deliveries in batches with a lease, while the slots have room;
+- the slots (slots.py): attempts in flight, in all and per endpoint, counted once;
+- the sender (sender.py): one event-loop thread; each attempt is a coroutine bounded by
+  HOMING_DELIVERY_TIMEOUT as a whole;
+- the recorder (recorder.py): a thread writing results in batches;
+- the parker (a thread): deactivated endpoints' backlogs go to the dead-letter queue in
+  bounded batches, never on the recorder's thread.
+
+No transaction or row lock is held across an HTTP call. If the process dies, the leases
+expire and the scheduler retries those deliveries (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+
+from config.logs import delivery_log_context
+from config.version import VERSION
+from deliveries import queue as wakeups
+from deliveries import rate_limits
+from deliveries.policy import Policy, current_policy
+from deliveries.retry import ErrorKind
+from deliveries.sender import Sender, SendResult
+from deliveries.services.claims import (
+    BATCH_SIZE,
+    Claimed,
+    deliveries_claim,
+    deliveries_due_exist,
+    deliveries_give_back,
+)
+from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
+from deliveries.services.recording import Outcome, Recorded
+from deliveries.signing import payload_bytes, webhook_headers
+from deliveries.worker.recorder import Recorder
+from deliveries.worker.slots import Slots
+from webhooks.services.endpoints import endpoint_signing_secrets
+
+logger = logging.getLogger(__name__)
+
+IDLE_POLL_SECONDS = 0.25  # an idle worker looks for due work this often (read-only)
+ERROR_PAUSE_SECONDS = 1.0
+# A claim waits until at least this many slots are free: not a claim per freed slot.
+MIN_RESERVATION = 10
+
+
+def endpoint_cap(capacity: int) -> int:
+    """Attempts one endpoint may have in flight in one process: half the capacity, so a
+    hanging endpoint leaves the other half to everyone else."""
+    return max(1, capacity // 2)
+
+
+class Worker:
+    def __init__(self, *, capacity: int | None = None) -> None:
+        capacity = capacity or settings.HOMING_SEND_CONCURRENCY
+        # A claim takes at most `batch` rows and skips endpoints within `batch` of their
+        # cap, so no claim takes an endpoint past it: deliveries claimed only to be given
+        # back cost two writes each (measured at capacity 100 with batches of 100: 3,950
+        # of 10,000 given back).
+        self._batch = max(1, min(BATCH_SIZE, endpoint_cap(capacity) // 2))
+        self.slots = Slots(
+            capacity=capacity,
+            per_endpoint=endpoint_cap(capacity),
+            claim_margin=self._batch,
+            on_endpoint_room=self._wake,
+        )
+        self.sender = Sender(
+            version=VERSION,
+            allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS,
+            limit=capacity,
+            limit_per_host=endpoint_cap(capacity),
+        )
+        self.recorder = Recorder(on_deactivate=self._park_later)
+        self._hints: list[str] = []  # deliveries that messages named, claimed first
+        self._lock = threading.Lock()
+        self._message = False  # a Celery message woke us (so the doorbell is up)
+        self._woken = threading.Event()
+        self._stopping = threading.Event()
+        self._to_park: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self.run, name="homing-claims", daemon=True),
+            threading.Thread(target=self._park_forever, name="homing-parker", daemon=True),
+        ]
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> Worker:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def wake(self, delivery_ids: list[str] | tuple[str, ...] = ()) -> None:
+        """A Celery message: claim now, these deliveries first."""
+        with self._lock:
+            self._hints.extend(delivery_ids)
+            self._message = True
+        self._woken.set()
+
+    def stop(self) -> None:
+        """Claim nothing more; attempts under way carry on (see drain)."""
+        self._stopping.set()
+        self._woken.set()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every attempt under way is recorded; True if all were."""
+        return self.slots.wait_idle(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        self.recorder.stop()
+        self.sender.close()
+
+    # --- the claim loop ----------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            woken = self._woken.wait(IDLE_POLL_SECONDS)
+            self._woken.clear()
+            with self._lock:
+                message, self._message = self._message, False
+            try:
+                if message:
+                    # Before claiming, so a wake-up skipped while the doorbell was up
+                    # is covered by the claims below (see queue.py).
+                    wakeups.doorbell_answered()
+                elif not woken and not deliveries_due_exist():
+                    continue
+                while not self._stopping.is_set() and self._claim_and_send():
+                    pass
+            except DatabaseError:
+                logger.warning("database unavailable while claiming; retrying", exc_info=True)
+                connection.close()
+                self._stopping.wait(ERROR_PAUSE_SECONDS)
+            except Exception:
+                logger.exception("claiming deliveries failed; retrying")
+                self._stopping.wait(ERROR_PAUSE_SECONDS)
+
+    def _claim_and_send(self) -> bool:
+        """Claim one batch and start its attempts; True when more work is likely due."""
+        policy = current_policy()
+        reserved = self.slots.reserve(self._batch, at_least=MIN_RESERVATION, timeout=1.0)
+        if not reserved:
+            return not self._stopping.is_set()
+        with self._lock:
+            hints, self._hints = self._hints[:reserved], self._hints[reserved:]
+            more_hints = bool(self._hints)
+        try:
+            claimed = deliveries_claim(
+                delivery_ids=hints, limit=reserved, policy=policy, skip_endpoints=self.slots.busy()
+            )
+        except BaseException:
+            self.slots.cancel(reserved)
+            raise
+        verdict = self.slots.admit([c.endpoint_id for c in claimed], reserved)
+        admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
+        over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
+        try:
+            if over_cap:
+                deliveries_give_back(delivery_ids=over_cap)
+            admitted = self._within_rate_limits(admitted)
+        except BaseException:
+            for delivery in admitted:  # their leases expire; the scheduler retries them
+                self.slots.release(delivery.endpoint_id)
+            raise
+        for delivery in admitted:
+            self.sender.loop.call_soon_threadsafe(self._start_attempt, delivery, policy)
+        return len(claimed) == reserved or more_hints
+
+    def _within_rate_limits(self, deliveries: list[Claimed]) -> list[Claimed]:
+        """Those that may be sent this second; the others wait for the next one."""
+        now = time.time()
+        verdict = rate_limits.allowed(
+            endpoint_ids=[d.endpoint_id for d in deliveries],
+            limits={
+                d.endpoint_id: d.endpoint.rate_limit for d in deliveries if d.endpoint.rate_limit
+            },
+            second=int(now),
+        )
+        throttled = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
+        if throttled:
+            try:
+                deliveries_give_back(
+                    delivery_ids=[d.id for d in throttled],
+                    delay=timedelta(seconds=math.ceil(now) - now + 0.01),
+                )
+            finally:
+                for delivery in throttled:
+                    self.slots.release(delivery.endpoint_id)
+        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
+
+    # --- one attempt (on the sender's event loop) --------------------------------------
+
+    def _start_attempt(self, delivery: Claimed, policy: Policy) -> None:
+        self.sender.loop.create_task(self._attempt(delivery, policy))
+
+    async def _attempt(self, delivery: Claimed, policy: Policy) -> None:
+        """Send one delivery and hand the result to the recorder; its slot is released
+        once the result is recorded, or here if it never reaches the recorder."""
+        submitted = False
+        try:
+            started_at = timezone.now()
+            result = await self._send(delivery, policy)
+            self.recorder.submit(
+                Outcome(delivery, result, started_at, policy),
+                lambda _: self.slots.release(delivery.endpoint_id),
+            )
+            submitted = True
+        finally:
+            if not submitted:
+                self.slots.release(delivery.endpoint_id)
+
+    async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
+        """The attempt's result, or None when the endpoint was deactivated since the claim."""
+        endpoint = delivery.endpoint
+        if not endpoint.is_active:
+            return None
+        try:
+            event = delivery.event
+            body = payload_bytes(
+                event_id=event.id,
+                event_type=event.type,
+                timestamp_iso=event_timestamp(event.created_at),
+                data=event.data,
+            )
+            headers = {
+                **endpoint.headers,
+                **webhook_headers(
+                    msg_id=event.id,
+                    timestamp=int(time.time()),
+                    body=body,
+                    secrets=endpoint_signing_secrets(endpoint=endpoint),
+                ),
+            }
+        except Exception as exc:  # a bug (e.g. a corrupt secret): fatal, and said loudly
+            logger.critical(
+                "delivery %s cannot be sent: a bug",
+                delivery.id,
+                exc_info=True,
+                extra=delivery_log_context(delivery),
+            )
+            return SendResult.failed(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}")
+        result = await self.sender.post(
+            url=endpoint.url, body=body, headers=headers, timeout=policy.timeout
+        )
+        if result.error_kind is ErrorKind.INTERNAL:
+            logger.critical(
+                "delivery %s: the sender failed (a bug): %s",
+                delivery.id,
+                result.error,
+                extra=delivery_log_context(delivery),
+            )
+        return result
+
+    # --- parking deactivated endpoints' backlogs ---------------------------------------
+
+    def _park_later(self, endpoint_id: str) -> None:
+        self._to_park.put(endpoint_id)
+
+    def _park_forever(self) -> None:
+        while True:
+            endpoint_id = self._to_park.get()
+            try:
+                close_old_connections()
+                if endpoint_deactivate(endpoint_id=endpoint_id):
+                    deliveries_kill_for_endpoint(
+                        endpoint_id=endpoint_id, reason="endpoint deactivated"
+                    )
+            except Exception:
+                logger.exception("parking the deliveries of %s failed", endpoint_id)
+
+    def _wake(self) -> None:
+        self._woken.set()
+
+
+def event_timestamp(created_at: datetime) -> str:
+    return created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+__all__ = ["Recorded", "Worker", "event_timestamp"]

@@ -1,0 +1,73 @@
+"""In-flight accounting: capacity in all and per endpoint, given back exactly once."""
+
+from __future__ import annotations
+
+import threading
+
+from deliveries.worker.slots import Slots
+
+
+def make(**kwargs) -> Slots:
+    return Slots(**{"capacity": 10, "per_endpoint": 4, "claim_margin": 2, **kwargs})
+
+
+def test_it_reserves_at_most_the_free_capacity() -> None:
+    slots = make()
+    assert slots.reserve(6) == 6
+    assert slots.reserve(6) == 4
+    assert slots.reserve(1, timeout=0.05) == 0  # full: waits, then gives up
+    assert slots.in_flight == 10
+
+
+def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
+    slots = make()
+    reserved = slots.reserve(6)
+    verdict = slots.admit(["a"] * 5 + ["b"], reserved)
+    assert verdict == [True] * 4 + [False, True]
+    assert slots.in_flight == 5  # the refused one's reservation was freed
+    assert slots.busy() == {"a"}  # within the claim margin of its cap
+
+
+def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
+    slots = make()
+    slots.admit(["a", "a", "b"], slots.reserve(3))
+    for endpoint in ["a", "b", "a"]:
+        slots.release(endpoint)
+    assert slots.in_flight == 0 and slots.busy() == set()
+    assert slots.wait_idle(timeout=0.01)
+
+
+def test_a_busy_endpoint_dropping_below_its_ceiling_wakes_the_claims() -> None:
+    woken = []
+    slots = make(on_endpoint_room=lambda: woken.append(True))
+    slots.admit(["a"] * 4, slots.reserve(4))
+    slots.release("a")  # 3 left: still at the ceiling (4 - 2 = 2)? no: above it
+    slots.release("a")  # 2 left: at the ceiling
+    assert woken == []
+    slots.release("a")  # 1 left: below it
+    assert woken == [True]
+
+
+def test_a_cancelled_claim_gives_its_reservation_back() -> None:
+    slots = make()
+    slots.cancel(slots.reserve(10))
+    assert slots.in_flight == 0
+
+
+def test_a_waiting_reservation_is_granted_when_a_slot_is_released() -> None:
+    slots = make(capacity=2)
+    slots.admit(["a", "b"], slots.reserve(2))
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(slots.reserve(5, timeout=5)))
+    waiter.start()
+    slots.release("a")
+    waiter.join(timeout=5)
+    assert got == [1]
+
+
+def test_drain_waits_for_attempts_under_way() -> None:
+    slots = make()
+    slots.admit(["a"], slots.reserve(1))
+    assert not slots.wait_idle(timeout=0.05)
+    threading.Timer(0.05, slots.release, args=["a"]).start()
+    assert slots.wait_idle(timeout=5)
