@@ -106,6 +106,12 @@ def _gauge_lines() -> list[str]:
             "How late the most overdue pending attempt is.",
             [("", round(gauges.delivery_lag, 3))],
         ),
+        *_family(
+            "homing_open_circuits",
+            "gauge",
+            "Endpoints whose circuit is open or half-open.",
+            [("", gauges.open_circuits)],
+        ),
     ]
 
 

@@ -187,3 +187,12 @@ HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
 HOMING_MAX_ENDPOINTS_PER_TENANT = int(
     number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
 )
+
+# Endpoint health (CONTRACT section 4): the circuit opens after this many consecutive
+# retryable failures, is probed once per interval, and an endpoint failing for
+# HOMING_DEACTIVATE_AFTER (counted from failing_since) is deactivated.
+HOMING_CIRCUIT_FAILURES = int(
+    number("HOMING_CIRCUIT_FAILURES", default=10, minimum=1, maximum=1_000_000)
+)
+HOMING_CIRCUIT_PROBE_INTERVAL = duration("HOMING_CIRCUIT_PROBE_INTERVAL", default="30s")
+HOMING_DEACTIVATE_AFTER = duration("HOMING_DEACTIVATE_AFTER", default="5d")

@@ -22,6 +22,7 @@ class QueueGauges:
     dead_letters_waiting: int
     oldest_dead_letter_age: float  # seconds; 0 when none waits
     delivery_lag: float  # seconds the most overdue pending attempt is late; 0 when none
+    open_circuits: int = 0  # endpoints whose circuit is open or half-open
 
 
 @dataclass(frozen=True)
@@ -121,4 +122,6 @@ def queue_gauges() -> QueueGauges:
         if waiting["oldest"]
         else 0.0,
         delivery_lag=(now - most_overdue).total_seconds() if most_overdue else 0.0,
+        # The partial index endpoint_circuit holds exactly these rows.
+        open_circuits=Endpoint.objects.exclude(circuit_state="closed").count(),
     )

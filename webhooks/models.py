@@ -31,6 +31,11 @@ class ApiKey(models.Model):
 
 
 class Endpoint(models.Model):
+    class Circuit(models.TextChoices):
+        CLOSED = "closed"  # deliveries flow
+        OPEN = "open"  # deliveries wait, unclaimed, until the next probe
+        HALF_OPEN = "half_open"  # one probe in flight
+
     id = id_field("ep")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="endpoints")
     url = models.URLField(max_length=2048)
@@ -44,11 +49,23 @@ class Endpoint(models.Model):
     # Secrets replaced within the rotation grace, still signing until their expiry:
     # [{"secret": <encrypted>, "expires_at": <ISO 8601>}], newest first.
     previous_secrets = models.JSONField(default=list, blank=True)
+    # Health (CONTRACT section 2), written by the recording service, read-only in the API.
+    circuit_state = models.CharField(max_length=16, choices=Circuit.choices, default=Circuit.CLOSED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)  # None: last attempt succeeded
+    disabled_reason = models.CharField(max_length=500, blank=True, default="")
+    # While the circuit is not closed: when the next probe may be sent.
+    probe_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
+            # Every claim reads the endpoints whose circuit is not closed (a small set) to
+            # leave their deliveries alone, and picks those due a probe.
+            models.Index(
+                fields=["probe_at"], name="endpoint_circuit", condition=~Q(circuit_state="closed")
+            ),
             # GET /endpoints: a tenant's endpoints on the keyset (created_at, id), newest
             # first; also ingestion's active lookup and the per-tenant limit's count.
             models.Index(fields=["tenant", "-created_at", "-id"], name="endpoint_tenant_keyset"),
@@ -58,7 +75,10 @@ class Endpoint(models.Model):
         return self.url
 
     def matches(self, event_type: str) -> bool:
-        """Empty `event_types` matches everything; `order.*` matches `order.` prefixes."""
+        """Empty `event_types` matches everything; `order.*` matches `order.` prefixes.
+        Operational events (`homing.*`) go only where they are named explicitly."""
+        if event_type.startswith("homing."):
+            return any(p in (event_type, "homing.*") for p in self.event_types)
         if not self.event_types:
             return True
         for pattern in self.event_types:

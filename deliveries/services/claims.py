@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from deliveries.policy import Policy
+from deliveries.services.health import circuits_not_closed
 from webhooks.models import Endpoint, Event
 
 # Deliveries one claim takes at most. Each claim, load and recorder transaction has a
@@ -76,11 +77,19 @@ def deliveries_claim(
     skip_endpoints: Collection[str] = (),
 ) -> list[Claimed]:
     """Claim these deliveries if due and free, then other due ones up to `limit`;
-    none for `skip_endpoints` (those with enough attempts in flight already)."""
-    ids = list(dict.fromkeys(delivery_ids))[:limit]
-    skip = sorted(skip_endpoints)
-    condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
+    none for `skip_endpoints` (those with enough attempts in flight already) nor for
+    endpoints whose circuit is not closed, except one probe each when it is time."""
+    paused, probes = circuits_not_closed()
     rows: list[tuple[Any, ...]] = []
+    for endpoint_id in probes[:limit]:
+        # The probe is a real waiting delivery; none due means the next probe is later.
+        rows += _claim("endpoint_id = %s", [endpoint_id], policy.lease_seconds, 1)
+    limit -= len(rows)
+    ids = list(dict.fromkeys(delivery_ids))[:limit]
+    skip = sorted({*skip_endpoints, *paused})
+    condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
+    if limit <= 0:
+        return _with_events_and_endpoints(rows)
     if ids:
         named = f"{condition} AND id IN ({_placeholders(ids)})"
         rows += _claim(named, [*skip, *ids], policy.lease_seconds, limit)

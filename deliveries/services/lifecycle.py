@@ -13,6 +13,11 @@ from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
 from deliveries.services.claims import ClaimedEvent
+from deliveries.services.health import (
+    GONE_REASON,
+    endpoint_disabled_event,
+    operational_events_emit,
+)
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.models import Endpoint
 
@@ -74,15 +79,21 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
     return len(ids)
 
 
-def endpoint_deactivate(*, endpoint_id: str) -> bool:
-    """Stop sending to an endpoint (it answered 410 Gone); True if this call did.
-    The caller then parks what waits for it (`deliveries_kill_for_endpoint`), off the
-    recorder's thread."""
-    return bool(
+def endpoint_deactivate(*, endpoint_id: str, reason: str = GONE_REASON) -> bool:
+    """Stop sending to an endpoint (it answered 410 Gone, or has failed for
+    HOMING_DEACTIVATE_AFTER); True if this call did, which emits
+    `homing.endpoint.disabled`. The caller then parks what waits for it
+    (`deliveries_kill_for_endpoint`), off the recorder's thread."""
+    done = bool(
         Endpoint.objects.filter(pk=endpoint_id, is_active=True).update(
-            is_active=False, updated_at=timezone.now()
+            is_active=False, disabled_reason=reason[:500], updated_at=timezone.now()
         )
     )
+    if done:
+        endpoint = Endpoint.objects.filter(pk=endpoint_id).first()
+        if endpoint is not None:
+            operational_events_emit(events=[endpoint_disabled_event(endpoint=endpoint)])
+    return done
 
 
 # A manual retry waits for an attempt in flight this many seconds at most: longer than

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -30,6 +30,15 @@ from deliveries.policy import Policy
 from deliveries.sender import SendResult
 from deliveries.services.attempt_stats import attempt_minutes_add
 from deliveries.services.claims import ClaimedEvent
+from deliveries.services.health import (
+    GONE_REASON,
+    HealthChanges,
+    Operational,
+    Result,
+    delivery_dead_event,
+    endpoints_health_record,
+    operational_events_emit,
+)
 from deliveries.services.outcomes import NextState, next_state
 from dlq.services.dead_letters import dead_letters_create
 
@@ -75,7 +84,8 @@ class Recorded:
     delivery_id: str
     outcome: retry.Outcome
     sent: bool
-    deactivate_endpoint: str | None = None  # the endpoint a 410 asks to deactivate
+    deactivate_endpoint: str | None = None  # the endpoint a 410 (or its health) deactivates
+    deactivate_reason: str = ""  # its disabled_reason
 
 
 def storable(text: str | None, limit: int | None = TEXT_LIMIT) -> str:
@@ -132,6 +142,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
     states = [_state_for(o, now) for o in outcomes]
     recorded: list[Recorded | None] = []
     attempts, dead = [], []
+    results: list[Result] = []
     with transaction.atomic():
         applied = _apply_states([o.delivery for o in outcomes], states, now, expired_only)
         for outcome, state in zip(outcomes, states, strict=True):
@@ -141,6 +152,11 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
                 continue
             if outcome.result is not None:
                 attempts.append(_attempt_row(delivery, outcome.result, outcome.started_at))
+                results.append(
+                    Result(
+                        delivery.endpoint_id, delivery.event.type, state.outcome, outcome.started_at
+                    )
+                )
             recorded.append(_recorded(outcome, state))
             if state.dead_reason:
                 dead.append((delivery, storable(state.dead_reason)))
@@ -151,7 +167,46 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
                 reasons=[r for _, r in dead],
                 dead_at=now,
             )
-    return recorded
+        # A worker that died says nothing about the endpoint: the sweep leaves health be.
+        health = (
+            HealthChanges([], {})
+            if expired_only
+            else endpoints_health_record(results=results, now=now)
+        )
+    _emit(health, dead)
+    return _with_deactivations(outcomes, recorded, health.deactivate)
+
+
+def _emit(health: HealthChanges, dead: list[tuple[Held, str]]) -> None:
+    events: list[Operational | None] = list(health.events)
+    for delivery, reason in dead:
+        events.append(
+            delivery_dead_event(
+                tenant_id=delivery.tenant_id,
+                delivery_id=delivery.id,
+                event_id=delivery.event_id,
+                endpoint_id=delivery.endpoint_id,
+                event_type=delivery.event.type,
+                reason=reason,
+            )
+        )
+    operational_events_emit(events=[e for e in events if e is not None])
+
+
+def _with_deactivations(
+    outcomes: list[Outcome], recorded: list[Recorded | None], deactivate: dict[str, str]
+) -> list[Recorded | None]:
+    """Each endpoint its health deactivates, named on one of its recorded attempts."""
+    pending = dict(deactivate)
+    out: list[Recorded | None] = []
+    for outcome, item in zip(outcomes, recorded, strict=True):
+        endpoint_id = outcome.delivery.endpoint_id
+        if item is not None and item.deactivate_endpoint is None and endpoint_id in pending:
+            item = replace(
+                item, deactivate_endpoint=endpoint_id, deactivate_reason=pending.pop(endpoint_id)
+            )
+        out.append(item)
+    return out
 
 
 def _write_row(outcome: Outcome, expired_only: bool) -> Recorded | None:
@@ -202,6 +257,7 @@ def _recorded(outcome: Outcome, state: NextState) -> Recorded:
         state.outcome,
         sent=outcome.result is not None,
         deactivate_endpoint=outcome.delivery.endpoint_id if state.deactivate_endpoint else None,
+        deactivate_reason=GONE_REASON if state.deactivate_endpoint else "",
     )
 
 

@@ -35,7 +35,7 @@ Done = Callable[[Recorded | None], None]
 
 
 class Recorder:
-    def __init__(self, *, on_deactivate: Callable[[str], None]) -> None:
+    def __init__(self, *, on_deactivate: Callable[[str, str], None]) -> None:
         self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
         self._on_deactivate = on_deactivate
         self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
@@ -70,8 +70,13 @@ class Recorder:
             finally:
                 for (_, done), item_recorded in zip(batch, recorded, strict=True):
                     done(item_recorded)
-            for endpoint_id in {r.deactivate_endpoint for r in recorded if r} - {None}:
-                self._on_deactivate(endpoint_id)  # type: ignore[arg-type]
+            deactivate = {
+                r.deactivate_endpoint: r.deactivate_reason
+                for r in recorded
+                if r and r.deactivate_endpoint
+            }
+            for endpoint_id, reason in deactivate.items():
+                self._on_deactivate(endpoint_id, reason)
 
     def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
         deadline = time.monotonic() + WRITE_PATIENCE_SECONDS

@@ -88,7 +88,7 @@ class Worker:
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._stopping = threading.Event()
-        self._to_park: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._to_park: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self.run, name="homing-claims", daemon=True),
             threading.Thread(target=self._park_forever, name="homing-parker", daemon=True),
@@ -265,15 +265,15 @@ class Worker:
 
     # --- parking deactivated endpoints' backlogs ---------------------------------------
 
-    def _park_later(self, endpoint_id: str) -> None:
-        self._to_park.put(endpoint_id)
+    def _park_later(self, endpoint_id: str, reason: str) -> None:
+        self._to_park.put((endpoint_id, reason))
 
     def _park_forever(self) -> None:
         while True:
-            endpoint_id = self._to_park.get()
+            endpoint_id, reason = self._to_park.get()
             try:
                 close_old_connections()
-                if endpoint_deactivate(endpoint_id=endpoint_id):
+                if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
                     deliveries_kill_for_endpoint(
                         endpoint_id=endpoint_id, reason="endpoint deactivated"
                     )

@@ -28,9 +28,20 @@ class EndpointSerializer(serializers.ModelSerializer):
             "rate_limit",
             "headers",
             "is_active",
+            "circuit_state",
+            "consecutive_failures",
+            "failing_since",
+            "disabled_reason",
             "created_at",
         ]
-        read_only_fields = ["id", "created_at"]
+        read_only_fields = [
+            "id",
+            "circuit_state",
+            "consecutive_failures",
+            "failing_since",
+            "disabled_reason",
+            "created_at",
+        ]
 
 
 class EndpointWithSecretSerializer(EndpointSerializer):

@@ -16,6 +16,13 @@ from deliveries.signing import generate_secret
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoint_rules import endpoint_fields_check
 
+HEALTH_CLEARED = {
+    "circuit_state": Endpoint.Circuit.CLOSED,
+    "consecutive_failures": 0,
+    "failing_since": None,
+    "disabled_reason": "",
+    "probe_at": None,
+}
 ENDPOINT_FIELDS = ("url", "description", "event_types", "rate_limit", "headers", "is_active")
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
@@ -57,6 +64,9 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     _check_names(fields)
     fields = endpoint_fields_check(fields=fields)
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
+    if fields.get("is_active") is True:
+        # Re-activating is the manual recovery: a clean bill of health, circuit closed.
+        fields = {**fields, **HEALTH_CLEARED}
     for name, value in fields.items():
         setattr(endpoint, name, value)
     endpoint.save(update_fields=[*fields, "updated_at"])

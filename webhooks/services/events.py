@@ -36,23 +36,32 @@ def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> Ev
     return events_ingest(tenant=tenant, inputs=[EventInput(type=event_type, data=data)])[0]
 
 
-def events_ingest(*, tenant: Tenant, inputs: Sequence[EventInput]) -> list[Event]:
+def events_ingest(
+    *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
+) -> list[Event]:
     """Record events (all or nothing) and their deliveries; one wake-up for them all.
 
     Each returned event carries its deliveries (`event.deliveries.all()` is served from
-    memory), in the order of `inputs`.
+    memory), in the order of `inputs`. `exclude_endpoint_id`: an operational event is
+    never delivered to the endpoint it is about.
     """
     if connection.vendor == "postgresql":
-        events = _ingest_in_one_statement(tenant=tenant, inputs=inputs)
+        events = _ingest_in_one_statement(
+            tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
+        )
     else:
-        events = _ingest_with_the_orm(tenant=tenant, inputs=inputs)
+        events = _ingest_with_the_orm(
+            tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
+        )
     # homing_events_total; at once outside a transaction, else when it commits.
     transaction.on_commit(lambda: counters.increment("events", len(events)))
     return events
 
 
-def _ingest_in_one_statement(*, tenant: Tenant, inputs: Sequence[EventInput]) -> list[Event]:
-    endpoints = _active_endpoints(tenant)
+def _ingest_in_one_statement(
+    *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
+) -> list[Event]:
+    endpoints = [e for e in _active_endpoints(tenant) if e.pk != exclude_endpoint_id]
     now = timezone.now()
     events = [
         Event(tenant=tenant, type=item.type, data=item.data, created_at=now) for item in inputs
@@ -96,11 +105,15 @@ def _active_endpoints(tenant: Tenant) -> list[Endpoint]:
 
 
 @transaction.atomic
-def _ingest_with_the_orm(*, tenant: Tenant, inputs: Sequence[EventInput]) -> list[Event]:
+def _ingest_with_the_orm(
+    *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
+) -> list[Event]:
     events = [Event(tenant=tenant, type=item.type, data=item.data) for item in inputs]
     Event.objects.bulk_create(events)
     endpoints = list(
-        Endpoint.objects.filter(tenant=tenant, is_active=True).only("id", "event_types")
+        Endpoint.objects.filter(tenant=tenant, is_active=True)
+        .exclude(pk=exclude_endpoint_id)
+        .only("id", "event_types")
     )
     per_event = deliveries_create_for_events(
         fan_out=[
