@@ -1,0 +1,102 @@
+"""With real workers and receivers: a failing endpoint's circuit opens, is probed,
+closes when the endpoint recovers and its backlog is delivered; a healthy endpoint of
+the same tenant is not delayed; a subscriber hears about it; an always-failing endpoint
+is deactivated after the configured time."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.receivers import Answer
+from webhooks.models import Endpoint
+
+pytestmark = pytest.mark.e2e
+
+HEALTH_ENV = {
+    "HOMING_CIRCUIT_FAILURES": "3",
+    "HOMING_CIRCUIT_PROBE_INTERVAL": "2s",
+    "HOMING_RETRY_SCHEDULE": ",".join(["1s"] * 30),
+    "HOMING_RETRY_JITTER": "0",
+}
+
+
+def create(actor, url: str, event_types: list[str]) -> str:
+    answer = actor.client.post(
+        "/api/v1/endpoints", {"url": url, "event_types": event_types}, format="json"
+    )
+    assert answer.status_code == 201, answer.content
+    return answer.json()["id"]
+
+
+def send(actor, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        actor.client.post("/api/v1/events", {"type": "order.paid", "data": {"n": i}}, format="json")
+
+
+def wait_until(check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def test_it_opens_probes_closes_and_delivers_the_backlog(alice, homing, receiver_factory):
+    state = {"up": False}
+    flaky = receiver_factory(lambda request, n: Answer(200 if state["up"] else 503))
+    healthy, watcher = receiver_factory(), receiver_factory()
+    flaky_id = create(alice, flaky.url, ["order.*"])
+    create(alice, healthy.url, ["order.*"])
+    create(alice, watcher.url, ["homing.*"])
+    homing("worker", **HEALTH_ENV)
+    homing("scheduler", **HEALTH_ENV)
+
+    send(alice, 10)
+    healthy.wait_for(10, timeout=15)
+    wait_until(lambda: Endpoint.objects.get(pk=flaky_id).circuit_state != "closed", 15)
+    # While open: only probes, one per interval at most (plus attempts already in flight).
+    before = len(flaky.requests)
+    time.sleep(4)
+    assert len(flaky.requests) - before <= 3
+
+    started = time.monotonic()
+    send(alice, 5, start=10)
+    healthy.wait_for(15, timeout=10)
+    assert time.monotonic() - started < 5  # the healthy endpoint is not held up
+
+    up_at = time.time()
+    state["up"] = True
+
+    def ok_ids() -> set[str]:
+        return {r.headers["webhook-id"] for r in flaky.requests if r.at > up_at + 0.05}
+
+    wait_until(lambda: Endpoint.objects.get(pk=flaky_id).circuit_state == "closed", 15)
+    wait_until(lambda: len(ok_ids()) >= 15, 20)
+    endpoint = Endpoint.objects.get(pk=flaky_id)
+    assert (endpoint.consecutive_failures, endpoint.failing_since) == (0, None)
+
+    types = [json.loads(r.body)["type"] for r in watcher.wait_for(2, timeout=10)]
+    assert types[:2] == ["homing.endpoint.circuit_opened", "homing.endpoint.recovered"]
+
+
+def test_an_always_failing_endpoint_is_deactivated(alice, homing, receiver_factory):
+    down = receiver_factory(lambda request, n: Answer(503))
+    watcher = receiver_factory()
+    down_id = create(alice, down.url, ["order.*"])
+    create(alice, watcher.url, ["homing.endpoint.disabled"])
+    env = {**HEALTH_ENV, "HOMING_CIRCUIT_FAILURES": "1000", "HOMING_DEACTIVATE_AFTER": "3s"}
+    homing("worker", **env)
+    homing("scheduler", **env)
+
+    send(alice, 2)
+    wait_until(lambda: not Endpoint.objects.get(pk=down_id).is_active, 20)
+    endpoint = Endpoint.objects.get(pk=down_id)
+    assert endpoint.disabled_reason.startswith("failing since ")
+    [news] = watcher.wait_for(1, timeout=10)
+    body = json.loads(news.body)
+    assert body["type"] == "homing.endpoint.disabled"
+    assert body["data"]["endpoint_id"] == down_id
