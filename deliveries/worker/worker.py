@@ -17,7 +17,6 @@ expire and the scheduler retries those deliveries (at least once).
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 import time
@@ -54,6 +53,9 @@ IDLE_POLL_SECONDS = 0.25  # an idle worker looks for due work this often (read-o
 ERROR_PAUSE_SECONDS = 1.0
 # A claim waits until at least this many slots are free: not a claim per freed slot.
 MIN_RESERVATION = 10
+# A rate-limited attempt whose send time is at most this far off is held in memory until
+# then (well within its lease); later ones are given back without spending an attempt.
+RATE_HOLD_SECONDS = 2.0
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -88,6 +90,7 @@ class Worker:
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._stopping = threading.Event()
+        self._throttled: dict[str, float] = {}  # endpoint id -> monotonic time it may go
         self._to_park: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self.run, name="homing-claims", daemon=True),
@@ -158,7 +161,10 @@ class Worker:
             more_hints = bool(self._hints)
         try:
             claimed = deliveries_claim(
-                delivery_ids=hints, limit=reserved, policy=policy, skip_endpoints=self.slots.busy()
+                delivery_ids=hints,
+                limit=reserved,
+                policy=policy,
+                skip_endpoints=self._skipped_endpoints(),
             )
         except BaseException:
             self.slots.cancel(reserved)
@@ -169,38 +175,60 @@ class Worker:
         try:
             if over_cap:
                 deliveries_give_back(delivery_ids=over_cap)
-            admitted = self._within_rate_limits(admitted)
+            timed = self._within_rate_limits(admitted)
         except BaseException:
             for delivery in admitted:  # their leases expire; the scheduler retries them
                 self.slots.release(delivery.endpoint_id)
             raise
-        for delivery in admitted:
-            self.sender.loop.call_soon_threadsafe(self._start_attempt, delivery, policy)
+        for delivery, delay in timed:
+            # A rate-limited attempt is held until its send time (within its lease).
+            self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
         return len(claimed) == reserved or more_hints
 
-    def _within_rate_limits(self, deliveries: list[Claimed]) -> list[Claimed]:
-        """Those that may be sent this second; the others wait for the next one."""
-        now = time.time()
-        verdict = rate_limits.allowed(
+    def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
+        """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
+        (rate_limits.py); the others are given back without spending an attempt, and
+        claims skip their endpoint until its next send time."""
+        delays = rate_limits.send_delays(
             endpoint_ids=[d.endpoint_id for d in deliveries],
             limits={
                 d.endpoint_id: d.endpoint.rate_limit for d in deliveries if d.endpoint.rate_limit
             },
-            second=int(now),
+            hold=RATE_HOLD_SECONDS,
         )
-        throttled = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
+        throttled = [(d, -delay) for d, delay in zip(deliveries, delays, strict=True) if delay < 0]
         if throttled:
+            now = time.monotonic()
+            with self._lock:
+                for delivery, wait in throttled:
+                    self._throttled[delivery.endpoint_id] = now + wait
             try:
-                deliveries_give_back(
-                    delivery_ids=[d.id for d in throttled],
-                    delay=timedelta(seconds=math.ceil(now) - now + 0.01),
-                )
+                for wait in {round(w, 2) for _, w in throttled}:
+                    deliveries_give_back(
+                        delivery_ids=[d.id for d, w in throttled if round(w, 2) == wait],
+                        delay=timedelta(seconds=wait),
+                    )
             finally:
-                for delivery in throttled:
+                for delivery, _ in throttled:
                     self.slots.release(delivery.endpoint_id)
-        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
+        return [(d, delay) for d, delay in zip(deliveries, delays, strict=True) if delay >= 0]
+
+    def _skipped_endpoints(self) -> set[str]:
+        """Endpoints with enough in flight here, or rate-limited until later."""
+        now = time.monotonic()
+        with self._lock:
+            for endpoint_id in [e for e, until in self._throttled.items() if until <= now]:
+                del self._throttled[endpoint_id]
+            throttled = set(self._throttled)
+        return set(self.slots.busy()) | throttled
 
     # --- one attempt (on the sender's event loop) --------------------------------------
+
+    def _start_attempt_in(self, delay: float, delivery: Claimed, policy: Policy) -> None:
+        if delay > 0:
+            self.sender.loop.call_later(delay, self._start_attempt, delivery, policy)
+        else:
+            self._start_attempt(delivery, policy)
 
     def _start_attempt(self, delivery: Claimed, policy: Policy) -> None:
         self.sender.loop.create_task(self._attempt(delivery, policy))
