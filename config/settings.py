@@ -196,3 +196,7 @@ HOMING_CIRCUIT_FAILURES = int(
 )
 HOMING_CIRCUIT_PROBE_INTERVAL = duration("HOMING_CIRCUIT_PROBE_INTERVAL", default="30s")
 HOMING_DEACTIVATE_AFTER = duration("HOMING_DEACTIVATE_AFTER", default="5d")
+# Attempts in flight to one endpoint across every worker (Redis; in-process without it).
+HOMING_ENDPOINT_CONCURRENCY = int(
+    number("HOMING_ENDPOINT_CONCURRENCY", default=50, minimum=1, maximum=100_000)
+)

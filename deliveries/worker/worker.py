@@ -28,8 +28,8 @@ from django.utils import timezone
 
 from config.logs import delivery_log_context
 from config.version import VERSION
+from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
-from deliveries import rate_limits
 from deliveries.policy import Policy, current_policy
 from deliveries.retry import ErrorKind
 from deliveries.sender import Sender, SendResult
@@ -56,12 +56,16 @@ MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
 # then (well within its lease); later ones are given back without spending an attempt.
 RATE_HOLD_SECONDS = 2.0
+# How long claims here skip an endpoint that has HOMING_ENDPOINT_CONCURRENCY in flight
+# across the cluster (and how long its given-back deliveries wait).
+FULL_ENDPOINT_PAUSE_SECONDS = 0.25
 
 
 def endpoint_cap(capacity: int) -> int:
     """Attempts one endpoint may have in flight in one process: half the capacity, so a
-    hanging endpoint leaves the other half to everyone else."""
-    return max(1, capacity // 2)
+    hanging endpoint leaves the other half to everyone else, and never more than the
+    cluster-wide HOMING_ENDPOINT_CONCURRENCY."""
+    return max(1, min(capacity // 2, settings.HOMING_ENDPOINT_CONCURRENCY))
 
 
 class Worker:
@@ -175,15 +179,45 @@ class Worker:
         try:
             if over_cap:
                 deliveries_give_back(delivery_ids=over_cap)
+            admitted = self._within_cluster_cap(admitted, policy)
             timed = self._within_rate_limits(admitted)
         except BaseException:
             for delivery in admitted:  # their leases expire; the scheduler retries them
-                self.slots.release(delivery.endpoint_id)
+                self._release(delivery)
             raise
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
         return len(claimed) == reserved or more_hints
+
+    def _within_cluster_cap(self, deliveries: list[Claimed], policy: Policy) -> list[Claimed]:
+        """Those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py);
+        the others are given back, and claims here skip their endpoint for a moment."""
+        verdict = concurrency.acquire(
+            endpoint_ids=[d.endpoint_id for d in deliveries],
+            delivery_ids=[d.id for d in deliveries],
+            lease_seconds=policy.lease_seconds,
+        )
+        full = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
+        if full:
+            until = time.monotonic() + FULL_ENDPOINT_PAUSE_SECONDS
+            with self._lock:
+                for delivery in full:
+                    self._throttled[delivery.endpoint_id] = until
+            try:
+                deliveries_give_back(
+                    delivery_ids=[d.id for d in full],
+                    delay=timedelta(seconds=FULL_ENDPOINT_PAUSE_SECONDS),
+                )
+            finally:
+                for delivery in full:
+                    self.slots.release(delivery.endpoint_id)
+        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
+
+    def _release(self, delivery: Claimed) -> None:
+        """The attempt is over (or will not happen): its slot here and in the cluster."""
+        self.slots.release(delivery.endpoint_id)
+        concurrency.release(endpoint_id=delivery.endpoint_id, delivery_id=delivery.id)
 
     def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
         """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
@@ -210,7 +244,7 @@ class Worker:
                     )
             finally:
                 for delivery, _ in throttled:
-                    self.slots.release(delivery.endpoint_id)
+                    self._release(delivery)
         return [(d, delay) for d, delay in zip(deliveries, delays, strict=True) if delay >= 0]
 
     def _skipped_endpoints(self) -> set[str]:
@@ -242,12 +276,12 @@ class Worker:
             result = await self._send(delivery, policy)
             self.recorder.submit(
                 Outcome(delivery, result, started_at, policy),
-                lambda _: self.slots.release(delivery.endpoint_id),
+                lambda _: self._release(delivery),
             )
             submitted = True
         finally:
             if not submitted:
-                self.slots.release(delivery.endpoint_id)
+                self._release(delivery)
 
     async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
         """The attempt's result, or None when the endpoint was deactivated since the claim."""
