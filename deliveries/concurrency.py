@@ -22,9 +22,13 @@ from core.redis import redis_client
 logger = logging.getLogger(__name__)
 
 KEY = "homing:inflight:{}"
+RAMP_KEY = "homing:ramp:{}"
+RAMP_START = 2  # in flight at once to an endpoint whose circuit just closed
+RAMP_SECONDS = 600  # a ramp not grown out within this is forgotten
 
-# KEYS: one set per delivery (its endpoint's); ARGV: cap, lease seconds, then the
-# delivery ids. Returns 1 (admitted) or 0 per delivery.
+# KEYS: per delivery, its endpoint's set then its ramp key; ARGV: cap, lease seconds,
+# then the delivery ids. Returns 1 (admitted) or 0 per delivery. A ramp key (set when a
+# circuit closes, doubled per successful batch) lowers the endpoint's cap for a while.
 _SCRIPT = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
@@ -32,12 +36,14 @@ local cap = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
 local out = {}
 local swept = {}
-for i, key in ipairs(KEYS) do
+for i = 1, #KEYS / 2 do
+  local key = KEYS[2 * i - 1]
   if not swept[key] then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
     swept[key] = true
   end
-  if redis.call('ZCARD', key) < cap then
+  local limit = math.min(cap, tonumber(redis.call('GET', KEYS[2 * i]) or cap))
+  if redis.call('ZCARD', key) < limit then
     redis.call('ZADD', key, now + lease, ARGV[i + 2])
     redis.call('PEXPIRE', key, math.ceil(lease * 1000))
     out[i] = 1
@@ -62,7 +68,7 @@ def acquire(
         if _script is None:
             _script = redis_client().register_script(_SCRIPT)
         answers = _script(
-            keys=[KEY.format(e) for e in endpoint_ids],
+            keys=[k for e in endpoint_ids for k in (KEY.format(e), RAMP_KEY.format(e))],
             args=[settings.HOMING_ENDPOINT_CONCURRENCY, lease_seconds, *delivery_ids],
         )
         return [bool(a) for a in answers]
@@ -79,3 +85,33 @@ def release(*, endpoint_id: str, delivery_id: str) -> None:
     except (redis.RedisError, OSError):
         # Its member lapses with the lease.
         logger.warning("could not release an endpoint slot (Redis)", exc_info=True)
+
+
+def ramp_start(*, endpoint_id: str) -> None:
+    """A recovered endpoint starts at RAMP_START in flight rather than the full cap."""
+    _ramp(lambda client: client.set(RAMP_KEY.format(endpoint_id), RAMP_START, ex=RAMP_SECONDS))
+
+
+def ramp_grow(*, endpoint_ids: list[str]) -> None:
+    """Successes double a ramping endpoint's cap; at the full cap the ramp ends."""
+
+    def grow(client: redis.Redis) -> None:
+        keys = [RAMP_KEY.format(e) for e in endpoint_ids]
+        for key, value in zip(keys, client.mget(keys), strict=True):
+            if value is None:
+                continue  # not ramping: the common case, one MGET per batch
+            if int(value) * 2 >= settings.HOMING_ENDPOINT_CONCURRENCY:
+                client.delete(key)
+            else:
+                client.set(key, int(value) * 2, ex=RAMP_SECONDS, xx=True)
+
+    _ramp(grow)
+
+
+def _ramp(action) -> None:  # type: ignore[no-untyped-def]
+    if not settings.REDIS_URL:
+        return
+    try:
+        action(redis_client())
+    except (redis.RedisError, OSError):
+        logger.warning("could not update a recovering endpoint's ramp (Redis)", exc_info=True)

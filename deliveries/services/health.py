@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from deliveries import retry
+from deliveries import concurrency, retry
 from webhooks.models import Endpoint, Tenant
 from webhooks.services.event_input import RESERVED_TYPE_PREFIX, EventInput
 from webhooks.services.events import events_ingest
@@ -62,6 +62,20 @@ class Operational:
 class HealthChanges:
     events: list[Operational]
     deactivate: dict[str, str]  # endpoint id -> disabled_reason
+    recovered: list[str] = field(default_factory=list)  # circuits closed by this batch
+    succeeded: list[str] = field(default_factory=list)  # endpoints with a success in it
+
+
+def endpoints_ramp(*, changes: HealthChanges) -> None:
+    """After the batch commits: a recovered endpoint starts at a few attempts in flight,
+    and each successful batch doubles that (concurrency.py), so its backlog does not
+    slam it the moment it is back."""
+    if changes.recovered:
+        for endpoint_id in changes.recovered:
+            concurrency.ramp_start(endpoint_id=endpoint_id)
+    growing = [e for e in changes.succeeded if e not in changes.recovered]
+    if growing:
+        concurrency.ramp_grow(endpoint_ids=growing)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -106,6 +120,9 @@ def _apply(
     if success_at is not None and old_state != Endpoint.Circuit.CLOSED:
         state, probe_at = Endpoint.Circuit.CLOSED, None
         changes.events.append(_endpoint_event(RECOVERED, endpoint, "succeeded", None))
+        changes.recovered.append(endpoint.id)
+    if success_at is not None:
+        changes.succeeded.append(endpoint.id)
     if after and failures >= settings.HOMING_CIRCUIT_FAILURES:
         if state == Endpoint.Circuit.CLOSED:
             changes.events.append(

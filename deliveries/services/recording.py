@@ -37,6 +37,7 @@ from deliveries.services.health import (
     Result,
     delivery_dead_event,
     endpoints_health_record,
+    endpoints_ramp,
     operational_events_emit,
 )
 from deliveries.services.outcomes import NextState, next_state
@@ -174,6 +175,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
             else endpoints_health_record(results=results, now=now)
         )
     _emit(health, dead)
+    endpoints_ramp(changes=health)
     return _with_deactivations(outcomes, recorded, health.deactivate)
 
 

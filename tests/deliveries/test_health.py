@@ -204,3 +204,19 @@ def test_metrics_count_open_circuits(alice, client, settings) -> None:
     cache.clear()
     body = client.get("/metrics").content.decode()
     assert "homing_open_circuits 1" in body
+
+
+def test_a_recovered_endpoint_starts_with_a_few_in_flight(alice, settings) -> None:
+    from deliveries import concurrency
+
+    settings.HOMING_ENDPOINT_CONCURRENCY = 50
+    down = endpoint(alice, "http://127.0.0.1:9/down")
+    send(alice, 4)
+    record(claim(), DOWN)
+    Endpoint.objects.filter(pk=down).update(probe_at=timezone.now() - timedelta(seconds=1))
+    make_due()
+    record(claim(), OK)  # the probe succeeds
+    verdict = concurrency.acquire(
+        endpoint_ids=[down] * 5, delivery_ids=[f"x{i}" for i in range(5)], lease_seconds=60
+    )
+    assert sum(verdict) == 2

@@ -1,0 +1,62 @@
+"""HOMING_ENDPOINT_CONCURRENCY in Redis: a cap shared by workers, slots that come back
+when released or when their lease lapses, and a ramp for a recovered endpoint."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from deliveries import concurrency
+
+
+@pytest.fixture
+def endpoint() -> str:
+    return f"ep_{uuid.uuid4().hex}"
+
+
+def test_it_admits_up_to_the_cap_and_a_release_frees_a_slot(endpoint, settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 3
+    first = concurrency.acquire(
+        endpoint_ids=[endpoint] * 2, delivery_ids=["d1", "d2"], lease_seconds=60
+    )
+    second = concurrency.acquire(  # another worker, same endpoint
+        endpoint_ids=[endpoint, endpoint, "ep_other"],
+        delivery_ids=["d3", "d4", "d5"],
+        lease_seconds=60,
+    )
+    assert first == [True, True] and second == [True, False, True]
+    concurrency.release(endpoint_id=endpoint, delivery_id="d1")
+    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d4"], lease_seconds=60)
+
+
+def test_a_dead_workers_slots_come_back_when_their_lease_lapses(endpoint, settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 1
+    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d1"], lease_seconds=0.2)
+    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d2"], lease_seconds=1) == [
+        False
+    ]
+    time.sleep(0.3)
+    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d2"], lease_seconds=1)
+
+
+def test_a_recovered_endpoint_ramps_up(endpoint, settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 50
+    concurrency.ramp_start(endpoint_id=endpoint)
+
+    def admitted(n: int) -> int:
+        ids = [uuid.uuid4().hex for _ in range(n)]
+        verdict = concurrency.acquire(
+            endpoint_ids=[endpoint] * n, delivery_ids=ids, lease_seconds=60
+        )
+        for delivery_id in ids:
+            concurrency.release(endpoint_id=endpoint, delivery_id=delivery_id)
+        return sum(verdict)
+
+    assert admitted(10) == 2
+    concurrency.ramp_grow(endpoint_ids=[endpoint])
+    assert admitted(10) == 4
+    for _ in range(4):
+        concurrency.ramp_grow(endpoint_ids=[endpoint])
+    assert admitted(60) == 50  # ramped out: the full cap
