@@ -220,3 +220,15 @@ def test_a_recovered_endpoint_starts_with_a_few_in_flight(alice, settings) -> No
         endpoint_ids=[down] * 5, delivery_ids=[f"x{i}" for i in range(5)], lease_seconds=60
     )
     assert sum(verdict) == 2
+
+
+def test_probing_an_endpoint_deleted_meanwhile_sends_nothing_and_crashes_nothing(alice) -> None:
+    down = endpoint(alice, "http://127.0.0.1:9/down")
+    send(alice, 4)
+    record(claim(), DOWN)
+    Endpoint.objects.filter(pk=down).update(probe_at=timezone.now() - timedelta(seconds=1))
+    make_due()
+    [probe] = claim()
+    assert alice.client.delete(f"/api/v1/endpoints/{down}").status_code == 204
+    assert record([probe], OK) == [None]  # its delivery went with it: nothing recorded
+    assert claim() == []
