@@ -50,19 +50,23 @@ class EndpointForm(forms.ModelForm):
         return cleaned
 
 
+HEALTH_FIELDS = ["circuit_state", "consecutive_failures", "failing_since", "disabled_reason"]
+
+
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
     """Saves go through the services, as the API's do: a new endpoint gets a secret (and
     counts against the tenant's limit); a deactivation parks the pending deliveries."""
 
     form = EndpointForm
-    list_display = ["url", "tenant", "is_active", "created_at"]
-    list_filter = ["is_active"]
+    list_display = ["url", "tenant", "is_active", "circuit_state", "created_at"]
+    list_filter = ["is_active", "circuit_state"]
     search_fields = ["url", "id"]
     list_select_related = ["tenant"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> list[str]:
-        return ["tenant"] if obj is not None else []
+        # Health is the recording service's to write; shown, never edited.
+        return [*HEALTH_FIELDS, "tenant"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
         fields = {name: form.cleaned_data[name] for name in ENDPOINT_FIELDS}

@@ -84,3 +84,15 @@ def test_deactivating_in_the_admin_parks_pending_deliveries(staff, alice):
     delivery = Delivery.objects.get(pk=event["deliveries"][0]["id"])
     assert delivery.status == Delivery.Status.DEAD
     assert DeadLetter.objects.get(delivery=delivery).reason == "endpoint deactivated"
+
+
+def test_the_admin_shows_endpoint_health_without_letting_it_be_edited(staff, alice):
+    created = alice.client.post(
+        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/hooks"}, format="json"
+    ).json()
+    Endpoint.objects.filter(pk=created["id"]).update(circuit_state="open", consecutive_failures=12)
+    change = f"/admin/webhooks/endpoint/{created['id']}/change/"
+    page = staff.get(change).content.decode()
+    assert "Consecutive failures" in page and 'name="consecutive_failures"' not in page
+    staff.post(change, {**form(alice.tenant), "consecutive_failures": "0"})
+    assert Endpoint.objects.get(pk=created["id"]).consecutive_failures == 12
