@@ -200,3 +200,5 @@ HOMING_DEACTIVATE_AFTER = duration("HOMING_DEACTIVATE_AFTER", default="5d")
 HOMING_ENDPOINT_CONCURRENCY = int(
     number("HOMING_ENDPOINT_CONCURRENCY", default=50, minimum=1, maximum=100_000)
 )
+# While first attempts wait, retries take at most this share of a worker's sends.
+HOMING_RETRY_BUDGET = number("HOMING_RETRY_BUDGET", default=0.2, minimum=0.01, maximum=1)

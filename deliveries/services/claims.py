@@ -75,10 +75,12 @@ def deliveries_claim(
     limit: int,
     policy: Policy,
     skip_endpoints: Collection[str] = (),
+    first_attempts_only: bool = False,
 ) -> list[Claimed]:
     """Claim these deliveries if due and free, then other due ones up to `limit`;
     none for `skip_endpoints` (those with enough attempts in flight already) nor for
-    endpoints whose circuit is not closed, except one probe each when it is time."""
+    endpoints whose circuit is not closed, except one probe each when it is time;
+    `first_attempts_only`: no retries (the worker's retry budget is spent)."""
     paused, probes = circuits_not_closed()
     rows: list[tuple[Any, ...]] = []
     for endpoint_id in probes[:limit]:
@@ -88,6 +90,8 @@ def deliveries_claim(
     ids = list(dict.fromkeys(delivery_ids))[:limit]
     skip = sorted({*skip_endpoints, *paused})
     condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
+    if first_attempts_only:  # the retry budget is spent (worker/budget.py)
+        condition += " AND attempt_count = schedule_offset"
     if limit <= 0:
         return _with_events_and_endpoints(rows)
     if ids:

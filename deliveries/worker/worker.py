@@ -43,6 +43,7 @@ from deliveries.services.claims import (
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
 from deliveries.services.recording import Outcome, Recorded
 from deliveries.signing import payload_bytes, webhook_headers
+from deliveries.worker.budget import RetryBudget
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
 from webhooks.services.endpoints import endpoint_signing_secrets
@@ -88,6 +89,7 @@ class Worker:
             limit=capacity,
             limit_per_host=endpoint_cap(capacity),
         )
+        self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
         self.recorder = Recorder(on_deactivate=self._park_later)
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
@@ -164,15 +166,24 @@ class Worker:
             hints, self._hints = self._hints[:reserved], self._hints[reserved:]
             more_hints = bool(self._hints)
         try:
+            first_only = self.budget.first_attempts_only()
             claimed = deliveries_claim(
                 delivery_ids=hints,
                 limit=reserved,
                 policy=policy,
                 skip_endpoints=self._skipped_endpoints(),
+                first_attempts_only=first_only,
             )
         except BaseException:
             self.slots.cancel(reserved)
             raise
+        retries = sum(1 for c in claimed if c.attempts_in_schedule > 1)
+        self.budget.claimed(
+            retries=retries,
+            firsts=len(claimed) - retries,
+            first_only=first_only,
+            short=len(claimed) < reserved,
+        )
         verdict = self.slots.admit([c.endpoint_id for c in claimed], reserved)
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
         over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
@@ -188,7 +199,8 @@ class Worker:
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
-        return len(claimed) == reserved or more_hints
+        # A short first-only claim: no first attempt waits, so retries may go right away.
+        return len(claimed) == reserved or more_hints or first_only
 
     def _within_cluster_cap(self, deliveries: list[Claimed], policy: Policy) -> list[Claimed]:
         """Those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py);
