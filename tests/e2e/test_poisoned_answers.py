@@ -35,7 +35,8 @@ def test_poisoned_answers_do_not_stop_another_tenants_600_events(
     assert (
         bob.client.post("/api/v1/endpoints", {"url": healthy.url}, format="json").status_code == 201
     )
-    homing("worker")
+    # Every poisoned answer must reach the recorder: no circuit may open and spare it.
+    homing("worker", HOMING_CIRCUIT_FAILURES="100000")
     homing("scheduler")
 
     for n in range(30):
