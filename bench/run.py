@@ -49,7 +49,7 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
             self.wrk_ceiling()
         self.start_web()
         self.raw_ceiling()
-        # (More ceilings, e.g. a worker's sending path alone, slot in here.)
+        self.aiohttp_ceiling()
         if headline:
             self.ingest_isolated(batch=0)
             self.ingest_isolated(batch=BATCH)
