@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "webhooks",
     "deliveries",
     "dlq",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -46,6 +47,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.access.security_headers",  # Content-Security-Policy of the staff console
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -94,7 +96,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True  # serve app static files without collectstatic in development
-LOGIN_URL = "/admin/login/"
+# The staff console's login page (Django admin keeps its own at /admin/login/).
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+X_FRAME_OPTIONS = "DENY"
 
 LOGGING = {
     "version": 1,

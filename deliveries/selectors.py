@@ -24,9 +24,9 @@ def queue_gauges() -> QueueGauges:
     by_status = {status: 0 for status in Delivery.Status.values}
     for row in Delivery.objects.values("status").annotate(n=Count("id")).order_by():
         by_status[row["status"]] = row["n"]
-    waiting = DeadLetter.objects.filter(replayed_at__isnull=True).aggregate(
-        n=Count("id"), oldest=Min("dead_at")
-    )
+    waiting = DeadLetter.objects.filter(
+        replayed_at__isnull=True, discarded_at__isnull=True
+    ).aggregate(n=Count("id"), oldest=Min("dead_at"))
     # The partial index delivery_due answers this with one index read.
     most_overdue = (
         Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now)
