@@ -37,7 +37,7 @@ class Chart:
 
 
 def _nice_ceiling(value: int) -> int:
-    """The smallest of 1, 2, 5 × 10^k at or above `value` (a readable axis maximum)."""
+    """The smallest of 1, 2, 5 times 10^k at or above `value` (a readable axis maximum)."""
     step = 1
     while True:
         for factor in (1, 2, 5):

@@ -46,7 +46,7 @@ class Dashboard:
 
 
 def _status_estimates() -> dict[str, int] | None:
-    """Deliveries by status from pg_class.reltuples × pg_stats frequencies, or None
+    """Deliveries by status from pg_class.reltuples times pg_stats frequencies, or None
     when the table is small enough (or unanalysed) to count exactly."""
     if connection.vendor != "postgresql":
         return None
