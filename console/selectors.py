@@ -220,13 +220,23 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
     endpoint = Endpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
     if endpoint is None:
         return None
-    # Ids are time-ordered, so "newest first" is id order: a keyset on the primary key.
-    deliveries = Delivery.objects.filter(endpoint=endpoint).select_related("event").order_by("-id")
+    # Newest first, keyset on (created_at, id); the endpoint_id index narrows the rows.
+    deliveries = (
+        Delivery.objects.filter(endpoint=endpoint)
+        .select_related("event")
+        .order_by("-created_at", "-id")
+    )
     if cursor:
-        (last_id,) = cursor_decode(cursor, size=1)
-        deliveries = deliveries.filter(id__lt=last_id)
+        created_text, last_id = cursor_decode(cursor, size=2)
+        created = datetime.fromisoformat(created_text)
+        deliveries = deliveries.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(id__lt=last_id)
+        )
     rows = list(deliveries[: size + 1])
-    next_cursor = cursor_encode(rows[size - 1].id) if len(rows) > size else None
+    next_cursor = None
+    if len(rows) > size:
+        last = rows[size - 1]
+        next_cursor = cursor_encode(last.created_at.isoformat(), last.id)
     present = [name for name in HEALTH_FIELDS if _has_field(Endpoint, name)]
     return EndpointDetail(
         endpoint=endpoint,

@@ -37,7 +37,10 @@ if (job) {
         text.textContent = state.status === "finished"
           ? `finished: ${state.replayed} of ${state.total} replayed`
           : `${state.done} of ${state.total} handled`;
-        if (state.status === "finished") return;
+        if (state.status === "finished") {
+          job.querySelector('[data-job="refresh"]').hidden = false;
+          return;
+        }
       }
     } catch (error) {
       // A blip of the network: try again on the next tick.
