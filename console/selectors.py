@@ -146,7 +146,15 @@ def _has_field(model: type, name: str) -> bool:
 class DeadLetterPage:
     rows: list[DeadLetter]
     next_cursor: str | None
-    waiting: int  # matching and not replayed: what "Replay all" would take
+    waiting: int  # matching and not replayed: what "Replay all" would take (may be capped)
+
+    @property
+    def waiting_capped(self) -> bool:
+        return self.waiting > REASON_COUNT_CAP
+
+    @property
+    def cap(self) -> str:
+        return f"{REASON_COUNT_CAP:,}"
 
 
 def dead_letter_page(
@@ -169,8 +177,22 @@ def dead_letter_page(
     if len(rows) > size:
         rows = rows[:size]
         next_cursor = cursor_encode(rows[-1].dead_at.isoformat(), rows[-1].id)
-    waiting = dead_letters_waiting(criteria=criteria).count()
-    return DeadLetterPage(rows=rows, next_cursor=next_cursor, waiting=waiting)
+    return DeadLetterPage(
+        rows=rows, next_cursor=next_cursor, waiting=dead_letters_waiting_count(criteria=criteria)
+    )
+
+
+# The reason filter is a substring match no index serves: its count stops here.
+REASON_COUNT_CAP = 10_000
+
+
+def dead_letters_waiting_count(*, criteria: Criteria) -> int:
+    """How many a "Replay all" would take; with a reason filter at most REASON_COUNT_CAP
+    + 1 (shown as "more than 10,000"), as an exact count would read every row."""
+    waiting = dead_letters_waiting(criteria=criteria)
+    if "reason" in criteria:
+        return waiting[: REASON_COUNT_CAP + 1].count()
+    return waiting.count()
 
 
 def replay_job_read(*, job_id: str) -> ReplayJob | None:
@@ -220,9 +242,11 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
     endpoint = Endpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
     if endpoint is None:
         return None
-    # Newest first, keyset on (created_at, id); the endpoint_id index narrows the rows.
+    # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
+    # PostgreSQL walk index delivery_tenant_created newest first and stop after a page,
+    # instead of sorting every delivery of a busy endpoint.
     deliveries = (
-        Delivery.objects.filter(endpoint=endpoint)
+        Delivery.objects.filter(tenant_id=endpoint.tenant_id, endpoint=endpoint)
         .select_related("event")
         .order_by("-created_at", "-id")
     )
@@ -249,11 +273,18 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
     )
 
 
+EVENTS_COUNT_CAP = 10_000
+
+
 @dataclass
 class TenantRow:
     tenant: Tenant
     endpoints: list[Endpoint]
-    events_day: int
+    events_day: int  # at most EVENTS_COUNT_CAP + 1
+
+    @property
+    def events_day_capped(self) -> bool:
+        return self.events_day > EVENTS_COUNT_CAP
 
 
 def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], str | None]:
@@ -272,8 +303,11 @@ def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], s
         TenantRow(
             tenant=tenant,
             endpoints=endpoints[tenant.id],
-            # Index event_tenant_created: a range of one tenant's newest events.
-            events_day=Event.objects.filter(tenant=tenant, created_at__gte=since).count(),
+            # Index event_tenant_created: a range of one tenant's newest events, counted
+            # up to a cap (a busy tenant's day would otherwise be a long index scan).
+            events_day=Event.objects.filter(tenant=tenant, created_at__gte=since)[
+                : EVENTS_COUNT_CAP + 1
+            ].count(),
         )
         for tenant in page
     ]

@@ -17,7 +17,7 @@ from core.exceptions import HomingError
 from deliveries.models import Delivery
 from deliveries.services.lifecycle import delivery_retry_now
 from dlq.models import DeadLetter
-from dlq.selectors import dead_letters_in_queue, dead_letters_waiting
+from dlq.selectors import dead_letters_in_queue
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay, dead_letters_replay
 from dlq.services.replay_jobs import replay_job_create, replay_jobs_resume
@@ -137,7 +137,8 @@ def dead_letters_replay_all(request: HttpRequest) -> HttpResponse:
         messages.error(request, "That form was not valid; nothing was replayed.")
         return _back(request, back)
     criteria = form.criteria()
-    now_waiting = dead_letters_waiting(criteria=criteria).count()
+    # The same (possibly capped) count the page showed: a stale confirmation differs.
+    now_waiting = selectors.dead_letters_waiting_count(criteria=criteria)
     if now_waiting != form.cleaned_data["expected"]:
         # Stale confirmation: the operator agreed to another number. Ask again.
         messages.error(

@@ -196,6 +196,11 @@ def demo_data_seed(
     }
     counts: dict[str, int] = {}
     with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('is_superuser') = 'on'")
+        if cursor.fetchone()[0]:
+            # Every row refers to rows made in this same transaction: skipping the
+            # per-row foreign-key triggers halves the load time (superusers only).
+            cursor.execute("SET LOCAL session_replication_role = replica")
         started = time.monotonic()
         cursor.execute(PLAN_SQL, params)
         progress(f"  planned {dead + succeeded} deliveries ({time.monotonic() - started:.1f} s)")

@@ -237,3 +237,16 @@ def test_the_tenants_page_lists_tenants_and_their_endpoints(staff, alice, bob):
 
 def test_the_admin_stays(staff):
     assert Client().get("/admin/").status_code == 302
+
+
+def test_a_reason_filter_counts_only_up_to_a_cap(staff, alice, monkeypatch):
+    from console import selectors
+
+    monkeypatch.setattr(selectors, "REASON_COUNT_CAP", 2)
+    endpoint = make_endpoint(alice)
+    for _ in range(4):
+        dead_letter_for(alice, endpoint, reason="HTTP 503 after 9 attempts")
+    body = staff.get("/dead-letters/", {"reason": "503"}).content.decode()
+    assert "More than 2 waiting" in body.replace("</strong>", "")  # a capped count
+    staff.post("/dead-letters/replay-all", {"reason": "503", "expected": 3})
+    assert ReplayJob.objects.get().total == 4  # the job itself counts exactly
