@@ -288,12 +288,17 @@ class TenantRow:
 
 
 def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], str | None]:
-    tenants: QuerySet[Tenant] = Tenant.objects.order_by("-id")
+    # By name, keyset on (name, id): a staff member looks a customer up by name.
+    tenants: QuerySet[Tenant] = Tenant.objects.order_by("name", "id")
     if cursor:
-        (last_id,) = cursor_decode(cursor, size=1)
-        tenants = tenants.filter(id__lt=last_id)
+        last_name, last_id = cursor_decode(cursor, size=2)
+        tenants = tenants.filter(name__gte=last_name).filter(
+            Q(name__gt=last_name) | Q(id__gt=last_id)
+        )
     page = list(tenants[: size + 1])
-    next_cursor = cursor_encode(page[size - 1].id) if len(page) > size else None
+    next_cursor = None
+    if len(page) > size:
+        next_cursor = cursor_encode(page[size - 1].name, page[size - 1].id)
     page = page[:size]
     endpoints: dict[str, list[Endpoint]] = {t.id: [] for t in page}
     for endpoint in Endpoint.objects.filter(tenant__in=page).order_by("-created_at"):

@@ -250,3 +250,13 @@ def test_a_reason_filter_counts_only_up_to_a_cap(staff, alice, monkeypatch):
     assert "More than 2 waiting" in body.replace("</strong>", "")  # a capped count
     staff.post("/dead-letters/replay-all", {"reason": "503", "expected": 3})
     assert ReplayJob.objects.get().total == 4  # the job itself counts exactly
+
+
+def test_tenants_page_by_name_with_a_keyset(make_actor):
+    from console import selectors
+
+    for name in ["Carol", "Alice", "Bob"]:
+        make_actor(name)
+    first, cursor = selectors.tenant_page(size=2)
+    rest, end = selectors.tenant_page(cursor=cursor, size=2)
+    assert [r.tenant.name for r in first + rest] == ["Alice", "Bob", "Carol"] and end is None
