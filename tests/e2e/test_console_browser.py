@@ -6,6 +6,7 @@ Full-page screenshots of every page land in screenshots/ (git-ignored) for a hum
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from collections.abc import Iterator
@@ -84,9 +85,7 @@ def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     wait_until(lambda: DeadLetter.objects.filter(event_id=event["id"]).exists(), timeout=30)
     letter = DeadLetter.objects.get(event_id=event["id"])
     # Some history for the dashboard's chart and lists.
-    call_command(
-        "seed_demo", "--dead-letters", "150", "--attempts", "4000", stdout=open(os.devnull, "w")
-    )
+    call_command("seed_demo", "--dead-letters", "150", "--attempts", "4000", stdout=io.StringIO())
     User.objects.create_user("olivia", "olivia@example.com", "s3cret-pass", is_staff=True)
     User.objects.create_user("nico", "nico@example.com", "s3cret-pass")
 
