@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 
 from console.services.demo_data import demo_data_seed
 
@@ -21,6 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--attempts", type=int, default=5000, help="attempts, about (5000)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if connection.vendor != "postgresql":
+            # The rows are generated inside the database with PostgreSQL's functions.
+            raise CommandError("seed_demo needs PostgreSQL: set DATABASE_URL.")
         started = time.monotonic()
         demo_data_seed(
             dead_letters=options["dead_letters"],
