@@ -226,7 +226,17 @@ def test_the_endpoint_page_activates_deactivates_and_rotates(staff, alice):
     old = Endpoint.objects.get(pk=letter_endpoint).secret
     rotated = staff.post(f"/endpoints/{letter_endpoint}/action", {"action": "rotate"}, follow=True)
     assert Endpoint.objects.get(pk=letter_endpoint).secret != old
-    assert "New signing secret" in rotated.content.decode()
+    page = rotated.content.decode()
+    assert "New signing secret: whsec_" in page  # shown decrypted, once
+    assert "1 (in their rotation grace)" in page  # the old secret still signs
+
+
+def test_the_endpoint_page_sends_a_test_event_to_that_endpoint_only(staff, alice):
+    endpoint_id = make_endpoint(alice)
+    page = staff.post(f"/endpoints/{endpoint_id}/action", {"action": "test"}, follow=True)
+    assert "Test event sent" in page.content.decode()
+    [delivery] = Delivery.objects.filter(endpoint_id=endpoint_id, event__type="homing.test")
+    assert delivery.event.data == {"test": True}
 
 
 def test_the_tenants_page_lists_tenants_and_their_endpoints(staff, alice, bob):
