@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
             self.wrk_ceiling()
         self.start_web()
         self.raw_ceiling()
-        # (More ceilings, e.g. a worker's sending path alone, slot in here.)
+        self.aiohttp_ceiling()
         if headline:
             self.ingest_isolated(batch=0)
             self.ingest_isolated(batch=BATCH)
@@ -64,10 +65,31 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
             self.latency(running)
         finally:
             self.stop(*running)
-        # (Steps measuring the web UI slot in here, with the web process still up.)
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
+        if not self.args.no_console:
+            console_pages(quick=self.args.quick)
+
+
+def console_pages(*, quick: bool) -> None:
+    """The staff console's pages with a big queue (bench/console.py, its own PostgreSQL)."""
+    dead_letters, attempts = (10_000, 100_000) if quick else (100_000, 1_000_000)
+    say(f"console pages: seeding {dead_letters:,} dead letters and {attempts:,} attempts")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.console",
+            "--dead-letters",
+            str(dead_letters),
+            "--attempts",
+            str(attempts),
+            "--rounds",
+            "30" if quick else "100",
+        ],
+        check=False,
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -100,6 +122,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--wrk-seconds", type=float, help="each wrk run (10; quick 5)")
     parser.add_argument("--wrk-connections", type=int, default=16, help="wrk, single POSTs")
     parser.add_argument("--wrk-batch-connections", type=int, default=8, help="wrk, batches")
+    parser.add_argument(
+        "--no-console", action="store_true", help="skip the console pages (seeds a big queue)"
+    )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)

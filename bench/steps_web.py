@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import time
 
-from bench import load, procs
+from bench import ceilings, load, procs
 from bench.report import fmt_cpu as _fmt_cpu
 from bench.stack import EVENT_TYPE, BenchError, event_body, say
 from deliveries.signing import payload_bytes, sign
+
+# As the worker process (HOMING_SEND_CONCURRENCY default).
+SEND_CONCURRENCY = 400
 
 
 class WebSteps:
@@ -80,6 +83,16 @@ class WebSteps:
                 raise BenchError(f"creating an endpoint answered {status}: {data[:300]!r}")
             self.endpoint_secrets.append(json.loads(data)["secret"])
         self.endpoint_secret = self.endpoint_secrets[0]
+
+    def aiohttp_ceiling(self) -> None:
+        """A plain aiohttp client posting to the same receiver, one process, as many in
+        flight as a worker process: what the worker's drain is quoted against."""
+        url = f"http://127.0.0.1:{self.receiver_port}/hook"
+        seconds = 3 if self.args.quick else 5
+        rate = ceilings.aiohttp_ceiling(url, seconds=seconds, concurrency=SEND_CONCURRENCY)
+        self.receiver("POST", "/_reset")
+        self.results["aiohttp_ceiling"] = {"rate": round(rate), "concurrency": SEND_CONCURRENCY}
+        say(f"aiohttp ceiling: {rate:.0f} POSTs/s ({SEND_CONCURRENCY} in flight, one process)")
 
     def raw_ceiling(self) -> None:
         secret = self.endpoint_secret

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "webhooks",
     "deliveries",
     "dlq",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -48,6 +49,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.access.security_headers",  # Content-Security-Policy of the staff console
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -96,7 +98,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True  # serve app static files without collectstatic in development
-LOGIN_URL = "/admin/login/"
+# The staff console's login page (Django admin keeps its own at /admin/login/).
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+X_FRAME_OPTIONS = "DENY"
 
 # LOG_FORMAT=json: one JSON object per line, with request and delivery ids (config/logs.py).
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from api.errors import api_not_found
@@ -23,6 +22,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    # The staff UI for the dead-letter queue is not built yet: Django admin stands in.
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", include("console.urls")),  # the staff console
 ]

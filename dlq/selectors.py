@@ -1,12 +1,15 @@
-"""What an operator asks first (`manage.py stats`): how big the queue is, how late, what
-is failing. Every figure is an aggregate over an index, cheap enough to run any time."""
+"""Reads of the dead-letter queue: which dead letters a filter names (shared by the API,
+the console and replay jobs), and what an operator asks first (`manage.py stats`): how
+big the queue is, how late, what is failing. Every figure is an aggregate over an index,
+cheap enough to run any time."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from deliveries.models import Delivery
@@ -80,7 +83,7 @@ def _failing_endpoints() -> list[FailingEndpoint]:
         .order_by()
     )
     dead = dict(
-        DeadLetter.objects.filter(replayed_at__isnull=True)  # index deadletter_waiting
+        DeadLetter.objects.filter(replayed_at__isnull=True, discarded_at__isnull=True)
         .values_list("endpoint_id")
         .annotate(n=Count("id"))
         .order_by()
@@ -105,9 +108,9 @@ def queue_gauges() -> QueueGauges:
     by_status = {status: 0 for status in Delivery.Status.values}
     for row in Delivery.objects.values("status").annotate(n=Count("id")).order_by():
         by_status[row["status"]] = row["n"]
-    waiting = DeadLetter.objects.filter(replayed_at__isnull=True).aggregate(
-        n=Count("id"), oldest=Min("dead_at")
-    )
+    waiting = DeadLetter.objects.filter(
+        replayed_at__isnull=True, discarded_at__isnull=True
+    ).aggregate(n=Count("id"), oldest=Min("dead_at"))
     # The partial index delivery_due answers this with one index read.
     most_overdue = (
         Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now)
@@ -125,3 +128,48 @@ def queue_gauges() -> QueueGauges:
         # The partial index endpoint_circuit holds exactly these rows.
         open_circuits=Endpoint.objects.exclude(circuit_state="closed").count(),
     )
+
+
+class Criteria(TypedDict, total=False):
+    """A filter over the queue, JSON-serialisable (a replay job stores it)."""
+
+    tenant: str
+    ids: list[str]
+    endpoint: str
+    event_type: str
+    reason: str  # substring, case-insensitive
+    dead_after: str  # ISO 8601
+    dead_before: str  # ISO 8601
+    replayed: bool
+
+
+def dead_letters_in_queue() -> QuerySet[DeadLetter]:
+    """Every dead letter not discarded (replayed ones stay listed, marked replayed)."""
+    return DeadLetter.objects.filter(discarded_at__isnull=True)
+
+
+def dead_letters_matching(*, criteria: Criteria | dict[str, Any]) -> QuerySet[DeadLetter]:
+    letters = dead_letters_in_queue()
+    filters = Q()
+    if "tenant" in criteria:
+        filters &= Q(tenant_id=criteria["tenant"])
+    if "ids" in criteria:
+        filters &= Q(pk__in=criteria["ids"])
+    if "endpoint" in criteria:
+        filters &= Q(endpoint_id=criteria["endpoint"])
+    if "event_type" in criteria:
+        filters &= Q(event_type=criteria["event_type"])
+    if "reason" in criteria:
+        filters &= Q(reason__icontains=criteria["reason"])
+    if "dead_after" in criteria:
+        filters &= Q(dead_at__gte=datetime.fromisoformat(criteria["dead_after"]))
+    if "dead_before" in criteria:
+        filters &= Q(dead_at__lt=datetime.fromisoformat(criteria["dead_before"]))
+    if "replayed" in criteria:
+        filters &= Q(replayed_at__isnull=not criteria["replayed"])
+    return letters.filter(filters)
+
+
+def dead_letters_waiting(*, criteria: Criteria | dict[str, Any]) -> QuerySet[DeadLetter]:
+    """The ones a replay would take: matching, not replayed yet."""
+    return dead_letters_matching(criteria=criteria).filter(replayed_at__isnull=True)

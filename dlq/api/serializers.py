@@ -24,7 +24,7 @@ class DeadLetterSerializer(serializers.ModelSerializer):
         ]
 
 
-class BulkReplaySerializer(serializers.Serializer):
+class BulkSelectionSerializer(serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.CharField(max_length=40), required=False, max_length=1000
     )
@@ -34,3 +34,7 @@ class BulkReplaySerializer(serializers.Serializer):
 
 class ReplayedSerializer(serializers.Serializer):
     replayed = serializers.IntegerField()
+
+
+class DiscardedSerializer(serializers.Serializer):
+    discarded = serializers.IntegerField()

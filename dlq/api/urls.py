@@ -10,6 +10,12 @@ urlpatterns = [
         "dead-letters/replay", views.DeadLetterBulkReplay.as_view(), name="dead-letter-replay-many"
     ),
     path(
+        "dead-letters/discard",
+        views.DeadLetterBulkDiscard.as_view(),
+        name="dead-letter-discard-many",
+    ),
+    path("dead-letters/<str:pk>", views.DeadLetterDetail.as_view(), name="dead-letter-detail"),
+    path(
         "dead-letters/<str:pk>/replay", views.DeadLetterReplay.as_view(), name="dead-letter-replay"
     ),
 ]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
@@ -8,18 +10,33 @@ from rest_framework.response import Response
 
 from api.pagination import NewestFirstPagination
 from api.scoping import TenantScoped
-from dlq.api.serializers import BulkReplaySerializer, DeadLetterSerializer, ReplayedSerializer
+from dlq.api.serializers import (
+    BulkSelectionSerializer,
+    DeadLetterSerializer,
+    DiscardedSerializer,
+    ReplayedSerializer,
+)
 from dlq.models import DeadLetter
-from dlq.services.replay import dead_letter_replay, dead_letters_replay
+from dlq.selectors import dead_letters_in_queue
+from dlq.services.discard import dead_letter_discard, dead_letters_discard
+from dlq.services.replay import dead_letter_replay
+from dlq.services.replay_jobs import replay_job_create
 
 
 class DeadLetterPagination(NewestFirstPagination):
     ordering = "-dead_at"
 
 
-class DeadLetterList(TenantScoped, generics.ListAPIView):
-    model = DeadLetter
+class InQueue(TenantScoped):
+    """The caller's dead letters that were not discarded."""
+
+    def get_queryset(self) -> QuerySet[DeadLetter]:
+        return dead_letters_in_queue().filter(tenant=self.request.auth)
+
+
+class DeadLetterList(InQueue, generics.ListAPIView):
     serializer_class = DeadLetterSerializer
+    pagination_class = DeadLetterPagination
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
         letters = super().get_queryset()
@@ -32,11 +49,17 @@ class DeadLetterList(TenantScoped, generics.ListAPIView):
             letters = letters.filter(replayed_at__isnull=replayed.lower() not in ("true", "1"))
         return letters
 
-    pagination_class = DeadLetterPagination
+
+class DeadLetterDetail(InQueue, generics.GenericAPIView):
+    serializer_class = DeadLetterSerializer
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: str) -> Response:
+        dead_letter_discard(dead_letter=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DeadLetterReplay(TenantScoped, generics.GenericAPIView):
-    model = DeadLetter
+class DeadLetterReplay(InQueue, generics.GenericAPIView):
     serializer_class = DeadLetterSerializer
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
@@ -49,20 +72,26 @@ class DeadLetterReplay(TenantScoped, generics.GenericAPIView):
         return Response(DeadLetterSerializer(letter).data, status=status.HTTP_202_ACCEPTED)
 
 
-class DeadLetterBulkReplay(TenantScoped, generics.GenericAPIView):
-    model = DeadLetter
-    serializer_class = BulkReplaySerializer
+def _criteria(request: Request) -> dict[str, Any]:
+    selection = BulkSelectionSerializer(data=request.data)
+    selection.is_valid(raise_exception=True)
+    return {**selection.validated_data, "tenant": request.auth.pk}
+
+
+class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
+    serializer_class = BulkSelectionSerializer
 
     @extend_schema(responses={202: ReplayedSerializer})
     def post(self, request: Request) -> Response:
-        criteria = BulkReplaySerializer(data=request.data)
-        criteria.is_valid(raise_exception=True)
-        letters = self.get_queryset().filter(replayed_at__isnull=True).select_related("endpoint")
-        if "ids" in criteria.validated_data:
-            letters = letters.filter(pk__in=criteria.validated_data["ids"])
-        if "endpoint" in criteria.validated_data:
-            letters = letters.filter(endpoint_id=criteria.validated_data["endpoint"])
-        if "event_type" in criteria.validated_data:
-            letters = letters.filter(event_type=criteria.validated_data["event_type"])
-        replayed = dead_letters_replay(dead_letters=letters.iterator())
-        return Response({"replayed": replayed}, status=status.HTTP_202_ACCEPTED)
+        # Answers at once with the count; the replay itself runs in background batches.
+        job = replay_job_create(criteria=_criteria(request))
+        return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)
+
+
+class DeadLetterBulkDiscard(InQueue, generics.GenericAPIView):
+    serializer_class = BulkSelectionSerializer
+
+    @extend_schema(responses={200: DiscardedSerializer})
+    def post(self, request: Request) -> Response:
+        discarded = dead_letters_discard(criteria=_criteria(request))
+        return Response({"discarded": discarded}, status=status.HTTP_200_OK)

@@ -19,12 +19,23 @@ class NotReplayable(HomingError):
 
 
 def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
+    """Replay one dead letter, or raise NotReplayable saying why and change nothing."""
+    if dead_letter.discarded_at is not None:
+        raise NotReplayable("This dead letter was discarded.")
     if dead_letter.replayed_at is not None:
         raise NotReplayable("This dead letter was already replayed.")
     if not dead_letter.endpoint.is_active:
         raise NotReplayable("The endpoint is deactivated; activate it, then replay.")
     if dead_letters_replay(dead_letters=[dead_letter]) != 1:
-        raise NotReplayable("The delivery is no longer dead (replayed or retried meanwhile).")
+        # Another replay or a manual retry got there first: say where the delivery is.
+        status = (
+            Delivery.objects.filter(pk=dead_letter.delivery_id)
+            .values_list("status", flat=True)
+            .first()
+        )
+        raise NotReplayable(
+            f"Not replayed: the delivery is already {status} (replayed or retried meanwhile)."
+        )
 
 
 @transaction.atomic
@@ -34,9 +45,14 @@ def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
     now = timezone.now()
     replayed: dict[str, str] = {}  # delivery id -> dead letter id
     for letter in dead_letters:
-        if letter.replayed_at is not None or not letter.endpoint.is_active:
+        if (
+            letter.replayed_at is not None
+            or letter.discarded_at is not None
+            or not letter.endpoint.is_active
+        ):
             continue
-        # A fresh schedule: attempts count from here on, the first one due now.
+        # A fresh schedule: attempts count from here on, the first one due now. The
+        # status condition makes two concurrent replays of one letter one replay.
         updated = Delivery.objects.filter(
             pk=letter.delivery_id, status=Delivery.Status.DEAD
         ).update(

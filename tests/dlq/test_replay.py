@@ -5,8 +5,14 @@ from __future__ import annotations
 from django.utils import timezone
 
 from deliveries.models import Delivery
-from dlq.models import DeadLetter
+from dlq.models import DeadLetter, ReplayJob
 from dlq.services.dead_letters import dead_letters_create
+from dlq.services.replay_jobs import replay_job_run
+
+
+def run_replay_jobs() -> None:
+    for job_id in ReplayJob.objects.filter(status="running").values_list("pk", flat=True):
+        replay_job_run(job_id=job_id)
 
 
 def kill(delivery: Delivery, reason: str) -> DeadLetter:
@@ -82,6 +88,7 @@ def test_bulk_replay_by_filter_replays_only_matching_waiting_letters(alice, bob)
     )
 
     assert response.status_code == 202 and response.json() == {"replayed": 3}
+    run_replay_jobs()  # what the worker's task does in the background
     replayed = set(
         DeadLetter.objects.filter(replayed_at__isnull=False).values_list("id", flat=True)
     )

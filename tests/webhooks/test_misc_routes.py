@@ -93,7 +93,7 @@ def _env_for_test_database() -> dict[str, str]:
 
 
 def test_the_root_leads_staff_to_the_login(db):
-    response = Client().get("/")
-    assert response.status_code == 302 and response["Location"] == "/admin/"
-    login = Client().get("/admin/", follow=True)
-    assert login.status_code == 200 and b"Log in" in login.content
+    response = Client().get("/")  # the staff console: its login page first
+    assert response.status_code == 302 and response["Location"] == "/login/?next=/"
+    login = Client().get("/", follow=True)
+    assert login.status_code == 200 and b"Sign in" in login.content

@@ -1,0 +1,136 @@
+"""Console page latency with a big queue: `python -m bench.console [--dead-letters N]`.
+
+Seeds with `manage.py seed_demo` (100,000 dead letters and 1,000,000 attempts by
+default), then times every console page with a logged-in staff client (Django's test
+client: the whole middleware stack, no HTTP server) and prints p50/p99 per page.
+
+`console_pages_bench()` needs a configured Django on PostgreSQL (the full benchmark can
+call it against its own database); `main()` starts a throwaway PostgreSQL itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PAGES_TARGET_MS = 300  # CONTRACT section 7: every page under 300 ms p99
+
+
+def console_pages_bench(*, dead_letters: int, attempts: int, rounds: int) -> list[tuple]:
+    """Seed, then measure each page `rounds` times; returns (page, p50 ms, p99 ms) rows."""
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    from console.paging import cursor_encode
+    from deliveries.models import Delivery
+    from dlq.models import DeadLetter
+    from webhooks.models import Endpoint, Tenant
+
+    call_command("seed_demo", "--dead-letters", str(dead_letters), "--attempts", str(attempts))
+    staff, _ = User.objects.get_or_create(username="bench-staff", defaults={"is_staff": True})
+    client = Client()
+    client.force_login(staff)
+
+    # A page deep in the queue: the keyset makes it cost what the first one does.
+    deep = DeadLetter.objects.order_by("-dead_at", "-id")[dead_letters // 2]
+    dead_delivery = Delivery.objects.filter(status="dead").order_by("-created_at").first()
+    busiest = Endpoint.objects.order_by("id").first()
+    tenant = Tenant.objects.order_by("id").first()
+    pages = {
+        "dashboard /": "/",
+        "dead letters": "/dead-letters/",
+        "dead letters, deep page": "/dead-letters/?after="
+        + cursor_encode(deep.dead_at.isoformat(), deep.id),
+        "dead letters ?tenant": f"/dead-letters/?tenant={tenant.id}",
+        "dead letters ?endpoint": f"/dead-letters/?endpoint={busiest.id}&replayed=no",
+        "dead letters ?reason": "/dead-letters/?reason=not+retryable",
+        "dead letters ?event_type": "/dead-letters/?event_type=invoice.sent",
+        "delivery": f"/deliveries/{dead_delivery.id}/",
+        "endpoint": f"/endpoints/{busiest.id}/",
+        "tenants": "/tenants/",
+    }
+    rows = []
+    for name, path in pages.items():
+        client.get(path)  # warm caches and connections
+        timings = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            response = client.get(path)
+            timings.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                raise RuntimeError(f"{path} answered {response.status_code}")
+        timings.sort()
+        p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
+        rows.append((name, statistics.median(timings), p99))
+    return rows
+
+
+def print_table(rows: list[tuple]) -> None:
+    print(f"{'page':<28} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, p50, p99 in rows:
+        flag = "" if p99 < PAGES_TARGET_MS else f"  over {PAGES_TARGET_MS} ms"
+        print(f"{name:<28} {p50:>8.1f} {p99:>8.1f}{flag}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dead-letters", type=int, default=100_000)
+    parser.add_argument("--attempts", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=100)
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.harness import Postgres, ensure_binaries, server_user
+
+    bindir, _ = ensure_binaries()
+    workdir = Path(tempfile.mkdtemp(prefix="homing-bench-console-"))
+    postgres = Postgres(bindir, workdir, server_user())
+    postgres.start()
+    try:
+        subprocess.run(
+            [
+                str(bindir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(postgres.port),
+                "-U",
+                "postgres",
+                "homing",
+            ],
+            check=True,
+            user=server_user(),
+        )
+        os.environ.update(
+            DATABASE_URL=postgres.url,
+            SECRET_KEY="homing-bench-console",
+            DJANGO_SETTINGS_MODULE="config.settings",
+            ALLOWED_HOSTS="testserver,localhost",
+        )
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", verbosity=0)
+        started = time.monotonic()
+        rows = console_pages_bench(
+            dead_letters=args.dead_letters, attempts=args.attempts, rounds=args.rounds
+        )
+        print(f"(seed and measure took {time.monotonic() - started:.0f} s)")
+        print_table(rows)
+    finally:
+        postgres.pg_ctl("stop")
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""Reads behind the console's pages. Each is shaped for one page and bounded: keyset
+pages, per-minute aggregates and planner estimates instead of scans of big tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.utils import timezone
+
+from console.charts import Chart, attempts_chart
+from console.paging import cursor_decode, cursor_encode
+from deliveries.models import Attempt, AttemptMinute, Delivery
+from dlq.models import DeadLetter, ReplayJob
+from dlq.selectors import Criteria, dead_letters_matching, dead_letters_waiting
+from webhooks.models import Endpoint, Event, Tenant
+
+PAGE_SIZE = 50
+CHART_HOURS = 6
+# Below this many rows an exact count is cheap; above it the dashboard reads the
+# planner's statistics (refreshed by the scheduler's ANALYZE) instead of scanning.
+EXACT_COUNT_BELOW = 20_000
+FAILING_WINDOW = timedelta(hours=24)
+
+
+# --- dashboard ------------------------------------------------------------------------
+
+
+@dataclass
+class Dashboard:
+    deliveries_by_status: dict[str, int]
+    statuses_estimated: bool
+    success_rate_hour: float | None  # None when no attempt was made
+    success_rate_day: float | None
+    attempts_hour: int
+    attempts_day: int
+    chart: Chart
+    dead_letters_waiting: int
+    oldest_dead_letter: datetime | None
+    failing_endpoints: list[dict[str, Any]]
+    open_circuits: int | None  # None: endpoints have no circuit fields in this version
+
+
+def _status_estimates() -> dict[str, int] | None:
+    """Deliveries by status from pg_class.reltuples times pg_stats frequencies, or None
+    when the table is small enough (or unanalysed) to count exactly."""
+    if connection.vendor != "postgresql":
+        return None
+    table = Delivery._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [table])
+        row = cursor.fetchone()
+        if not row or row[0] < EXACT_COUNT_BELOW:
+            return None
+        cursor.execute(
+            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
+            "WHERE tablename = %s AND attname = 'status'",
+            [table],
+        )
+        stats = cursor.fetchone()
+    if not stats or not stats[0]:
+        return None
+    return {value: round(freq * row[0]) for value, freq in zip(stats[0], stats[1], strict=False)}
+
+
+def _success_rate(since: datetime) -> tuple[float | None, int]:
+    rows = (
+        AttemptMinute.objects.filter(minute__gte=since).values("outcome").annotate(n=Sum("count"))
+    )
+    by_outcome = {row["outcome"]: row["n"] for row in rows}
+    total = sum(by_outcome.values())
+    return (by_outcome.get("success", 0) / total if total else None), total
+
+
+def _failing_endpoints(now: datetime, limit: int = 5) -> list[dict[str, Any]]:
+    rows = list(
+        DeadLetter.objects.filter(discarded_at__isnull=True, dead_at__gte=now - FAILING_WINDOW)
+        .values("endpoint_id")
+        .annotate(n=Count("id"), last=Max("dead_at"))
+        .order_by("-n")[:limit]
+    )
+    endpoints = Endpoint.objects.select_related("tenant").in_bulk([r["endpoint_id"] for r in rows])
+    for row in rows:
+        row["endpoint"] = endpoints.get(row["endpoint_id"])
+        # Index deadletter_endpoint_dead: this endpoint's newest dead letter.
+        row["last_reason"] = (
+            DeadLetter.objects.filter(endpoint_id=row["endpoint_id"], discarded_at__isnull=True)
+            .order_by("-dead_at")
+            .values_list("reason", flat=True)
+            .first()
+        )
+    return rows
+
+
+def dashboard_read() -> Dashboard:
+    now = timezone.now()
+    estimates = _status_estimates()
+    by_status = {status: 0 for status in Delivery.Status.values}
+    if estimates is None:
+        for row in Delivery.objects.values("status").annotate(n=Count("id")).order_by():
+            by_status[row["status"]] = row["n"]
+    else:
+        by_status.update({k: v for k, v in estimates.items() if k in by_status})
+    rate_hour, attempts_hour = _success_rate(now - timedelta(hours=1))
+    rate_day, attempts_day = _success_rate(now - timedelta(days=1))
+    start = (
+        now.replace(second=0, microsecond=0) - timedelta(hours=CHART_HOURS) + timedelta(minutes=1)
+    )
+    counts = {
+        (row.minute, row.outcome): row.count
+        for row in AttemptMinute.objects.filter(minute__gte=start)
+    }
+    queue = DeadLetter.objects.filter(replayed_at__isnull=True, discarded_at__isnull=True)
+    waiting = queue.aggregate(n=Count("id"), oldest=Min("dead_at"))
+    return Dashboard(
+        deliveries_by_status=by_status,
+        statuses_estimated=estimates is not None,
+        success_rate_hour=rate_hour,
+        success_rate_day=rate_day,
+        attempts_hour=attempts_hour,
+        attempts_day=attempts_day,
+        chart=attempts_chart(counts=counts, start=start, minutes=CHART_HOURS * 60),
+        dead_letters_waiting=waiting["n"],
+        oldest_dead_letter=waiting["oldest"],
+        failing_endpoints=_failing_endpoints(now),
+        open_circuits=(
+            Endpoint.objects.filter(circuit_state="open").count()
+            if _has_field(Endpoint, "circuit_state")
+            else None
+        ),
+    )
+
+
+def _has_field(model: type, name: str) -> bool:
+    return any(f.name == name for f in model._meta.get_fields())
+
+
+# --- dead letters -----------------------------------------------------------------------
+
+
+@dataclass
+class DeadLetterPage:
+    rows: list[DeadLetter]
+    next_cursor: str | None
+    waiting: int  # matching and not replayed: what "Replay all" would take (may be capped)
+
+    @property
+    def waiting_capped(self) -> bool:
+        return self.waiting > REASON_COUNT_CAP
+
+    @property
+    def cap(self) -> str:
+        return f"{REASON_COUNT_CAP:,}"
+
+
+def dead_letter_page(
+    *, criteria: Criteria, cursor: str = "", size: int = PAGE_SIZE
+) -> DeadLetterPage:
+    """Newest first, keyset on (dead_at, id): deep pages cost what the first one does."""
+    letters = (
+        dead_letters_matching(criteria=criteria)
+        .select_related("tenant", "endpoint")
+        .order_by("-dead_at", "-id")
+    )
+    if cursor:
+        dead_at_text, last_id = cursor_decode(cursor, size=2)
+        dead_at = datetime.fromisoformat(dead_at_text)
+        letters = letters.filter(dead_at__lte=dead_at).filter(
+            Q(dead_at__lt=dead_at) | Q(id__lt=last_id)
+        )
+    rows = list(letters[: size + 1])
+    next_cursor = None
+    if len(rows) > size:
+        rows = rows[:size]
+        next_cursor = cursor_encode(rows[-1].dead_at.isoformat(), rows[-1].id)
+    return DeadLetterPage(
+        rows=rows, next_cursor=next_cursor, waiting=dead_letters_waiting_count(criteria=criteria)
+    )
+
+
+# The reason filter is a substring match no index serves: its count stops here.
+REASON_COUNT_CAP = 10_000
+
+
+def dead_letters_waiting_count(*, criteria: Criteria) -> int:
+    """How many a "Replay all" would take; with a reason filter at most REASON_COUNT_CAP
+    + 1 (shown as "more than 10,000"), as an exact count would read every row."""
+    waiting = dead_letters_waiting(criteria=criteria)
+    if "reason" in criteria:
+        return waiting[: REASON_COUNT_CAP + 1].count()
+    return waiting.count()
+
+
+def replay_job_read(*, job_id: str) -> ReplayJob | None:
+    return ReplayJob.objects.filter(pk=job_id).first()
+
+
+# --- deliveries, endpoints, tenants ---------------------------------------------------------
+
+
+@dataclass
+class DeliveryDetail:
+    delivery: Delivery
+    payload: str  # pretty-printed JSON; the template escapes it
+    attempts: list[Attempt]
+    dead_letters: list[DeadLetter]
+
+
+def delivery_detail(*, delivery_id: str) -> DeliveryDetail | None:
+    delivery = (
+        Delivery.objects.select_related("event", "endpoint", "tenant")
+        .filter(pk=delivery_id)
+        .first()
+    )
+    if delivery is None:
+        return None
+    return DeliveryDetail(
+        delivery=delivery,
+        payload=json.dumps(delivery.event.data, indent=2, ensure_ascii=False, sort_keys=True),
+        attempts=list(delivery.attempts.order_by("number")),
+        dead_letters=list(delivery.dead_letters.order_by("-dead_at")[:20]),
+    )
+
+
+@dataclass
+class EndpointDetail:
+    endpoint: Endpoint
+    deliveries: list[Delivery]
+    next_cursor: str | None
+    waiting_dead_letters: int
+    health: dict[str, Any] | None  # None: no health fields in this version
+
+
+HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")
+
+
+def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> EndpointDetail | None:
+    endpoint = Endpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
+    if endpoint is None:
+        return None
+    # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
+    # PostgreSQL walk index delivery_tenant_created newest first and stop after a page,
+    # instead of sorting every delivery of a busy endpoint.
+    deliveries = (
+        Delivery.objects.filter(tenant_id=endpoint.tenant_id, endpoint=endpoint)
+        .select_related("event")
+        .order_by("-created_at", "-id")
+    )
+    if cursor:
+        created_text, last_id = cursor_decode(cursor, size=2)
+        created = datetime.fromisoformat(created_text)
+        deliveries = deliveries.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(id__lt=last_id)
+        )
+    rows = list(deliveries[: size + 1])
+    next_cursor = None
+    if len(rows) > size:
+        last = rows[size - 1]
+        next_cursor = cursor_encode(last.created_at.isoformat(), last.id)
+    present = [name for name in HEALTH_FIELDS if _has_field(Endpoint, name)]
+    return EndpointDetail(
+        endpoint=endpoint,
+        deliveries=rows[:size],
+        next_cursor=next_cursor,
+        waiting_dead_letters=DeadLetter.objects.filter(
+            endpoint=endpoint, replayed_at__isnull=True, discarded_at__isnull=True
+        ).count(),
+        health={name: getattr(endpoint, name) for name in present} if present else None,
+    )
+
+
+EVENTS_COUNT_CAP = 10_000
+
+
+@dataclass
+class TenantRow:
+    tenant: Tenant
+    endpoints: list[Endpoint]
+    events_day: int  # at most EVENTS_COUNT_CAP + 1
+
+    @property
+    def events_day_capped(self) -> bool:
+        return self.events_day > EVENTS_COUNT_CAP
+
+
+def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], str | None]:
+    # By name, keyset on (name, id): a staff member looks a customer up by name.
+    tenants: QuerySet[Tenant] = Tenant.objects.order_by("name", "id")
+    if cursor:
+        last_name, last_id = cursor_decode(cursor, size=2)
+        tenants = tenants.filter(name__gte=last_name).filter(
+            Q(name__gt=last_name) | Q(id__gt=last_id)
+        )
+    page = list(tenants[: size + 1])
+    next_cursor = None
+    if len(page) > size:
+        next_cursor = cursor_encode(page[size - 1].name, page[size - 1].id)
+    page = page[:size]
+    endpoints: dict[str, list[Endpoint]] = {t.id: [] for t in page}
+    for endpoint in Endpoint.objects.filter(tenant__in=page).order_by("-created_at"):
+        endpoints[endpoint.tenant_id].append(endpoint)
+    since = timezone.now() - timedelta(days=1)
+    rows = [
+        TenantRow(
+            tenant=tenant,
+            endpoints=endpoints[tenant.id],
+            # Index event_tenant_created: a range of one tenant's newest events, counted
+            # up to a cap (a busy tenant's day would otherwise be a long index scan).
+            events_day=Event.objects.filter(tenant=tenant, created_at__gte=since)[
+                : EVENTS_COUNT_CAP + 1
+            ].count(),
+        )
+        for tenant in page
+    ]
+    return rows, next_cursor
+
+
+def tenant_choices() -> list[tuple[str, str]]:
+    return list(Tenant.objects.order_by("name").values_list("id", "name")[:500])

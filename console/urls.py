@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="registration/login.html"),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    path("dead-letters/", views.dead_letters, name="dead-letters"),
+    path("dead-letters/selected", views.dead_letters_selected, name="dead-letters-selected"),
+    path("dead-letters/replay-all", views.dead_letters_replay_all, name="dead-letters-replay-all"),
+    path("dead-letters/jobs/<str:pk>", views.replay_job_status, name="replay-job"),
+    path("dead-letters/<str:pk>/replay", views.dead_letter_replay_view, name="dead-letter-replay"),
+    path(
+        "dead-letters/<str:pk>/discard", views.dead_letter_discard_view, name="dead-letter-discard"
+    ),
+    path("deliveries/<str:pk>/", views.delivery, name="delivery"),
+    path("deliveries/<str:pk>/retry", views.delivery_retry, name="delivery-retry"),
+    path("endpoints/<str:pk>/", views.endpoint, name="endpoint"),
+    path("endpoints/<str:pk>/action", views.endpoint_action, name="endpoint-action"),
+    path("tenants/", views.tenants, name="tenants"),
+]

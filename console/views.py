@@ -1,0 +1,265 @@
+"""The console's pages: thin — parse, call one selector or service, render."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from console import selectors
+from console.access import staff_required
+from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
+from console.paging import BadCursor
+from core.exceptions import HomingError
+from deliveries.models import Delivery
+from deliveries.services.lifecycle import delivery_retry_now
+from dlq.models import DeadLetter
+from dlq.selectors import dead_letters_in_queue
+from dlq.services.discard import dead_letter_discard, dead_letters_discard
+from dlq.services.replay import dead_letter_replay, dead_letters_replay
+from dlq.services.replay_jobs import replay_job_create, replay_jobs_resume
+from webhooks.models import Endpoint
+from webhooks.services import endpoints as endpoint_services
+
+
+def _back(request: HttpRequest, default: str) -> HttpResponse:
+    """Redirect to the page the form was posted from (the same site only)."""
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = default
+    return redirect(target)
+
+
+@require_GET
+@staff_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/dashboard.html", {"board": selectors.dashboard_read()})
+
+
+# --- dead letters ---------------------------------------------------------------------
+
+
+@require_GET
+@staff_required
+def dead_letters(request: HttpRequest) -> HttpResponse:
+    tenants = selectors.tenant_choices()
+    form = DeadLetterFilter(request.GET or None, tenants=tenants)
+    criteria = form.criteria() if form.is_bound and form.is_valid() else {}
+    try:
+        page = selectors.dead_letter_page(criteria=criteria, cursor=request.GET.get("after", ""))
+    except BadCursor as error:
+        messages.error(request, str(error))
+        page = selectors.dead_letter_page(criteria=criteria)
+    query = request.GET.copy()
+    query.pop("after", None)
+    query.pop("job", None)
+    job = selectors.replay_job_read(job_id=request.GET.get("job", ""))
+    return render(
+        request,
+        "console/dead_letters.html",
+        {
+            "form": form,
+            "page": page,
+            "filter_query": query.urlencode(),
+            "filtered": bool(criteria),
+            "job": job,
+        },
+    )
+
+
+def _letter(pk: str) -> DeadLetter:
+    letter = dead_letters_in_queue().select_related("endpoint").filter(pk=pk).first()
+    if letter is None:
+        raise Http404("No such dead letter.")
+    return letter
+
+
+@require_POST
+@staff_required
+def dead_letter_replay_view(request: HttpRequest, pk: str) -> HttpResponse:
+    letter = _letter(pk)
+    try:
+        dead_letter_replay(dead_letter=letter)
+        messages.success(request, f"Replayed {letter.id}: its delivery is pending again.")
+    except HomingError as error:
+        messages.error(request, error.message)
+    return _back(request, reverse("console:dead-letters"))
+
+
+@require_POST
+@staff_required
+def dead_letter_discard_view(request: HttpRequest, pk: str) -> HttpResponse:
+    letter = _letter(pk)
+    try:
+        dead_letter_discard(dead_letter=letter)
+        messages.success(request, f"Discarded {letter.id}; its delivery stays dead.")
+    except HomingError as error:
+        messages.error(request, error.message)
+    return _back(request, reverse("console:dead-letters"))
+
+
+@require_POST
+@staff_required
+def dead_letters_selected(request: HttpRequest) -> HttpResponse:
+    form = SelectionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("__all__", [])) or "Invalid selection.")
+        return _back(request, reverse("console:dead-letters"))
+    ids = form.cleaned_data["ids"]
+    if form.cleaned_data["action"] == "replay":
+        chosen = list(dead_letters_in_queue().filter(pk__in=ids).select_related("endpoint"))
+        done = dead_letters_replay(dead_letters=chosen)
+        verb = "Replayed"
+    else:
+        done = dead_letters_discard(criteria={"ids": ids})
+        verb = "Discarded"
+    skipped = len(ids) - done
+    level = messages.SUCCESS if not skipped else messages.WARNING
+    note = (
+        f" {skipped} skipped: already replayed or discarded, delivery no longer dead, "
+        "endpoint inactive, or unknown."
+        if skipped
+        else ""
+    )
+    messages.add_message(request, level, f"{verb} {done} of {len(ids)}.{note}")
+    return _back(request, reverse("console:dead-letters"))
+
+
+@require_POST
+@staff_required
+def dead_letters_replay_all(request: HttpRequest) -> HttpResponse:
+    form = ReplayAllForm(request.POST, tenants=selectors.tenant_choices())
+    back = reverse("console:dead-letters")
+    if not form.is_valid():
+        messages.error(request, "That form was not valid; nothing was replayed.")
+        return _back(request, back)
+    criteria = form.criteria()
+    # The same (possibly capped) count the page showed: a stale confirmation differs.
+    now_waiting = selectors.dead_letters_waiting_count(criteria=criteria)
+    if now_waiting != form.cleaned_data["expected"]:
+        # Stale confirmation: the operator agreed to another number. Ask again.
+        messages.error(
+            request,
+            f"The queue changed: {now_waiting} dead letters match now, not "
+            f"{form.cleaned_data['expected']}. Nothing was replayed; check and confirm again.",
+        )
+        return _back(request, back)
+    job = replay_job_create(criteria=criteria, requested_by=request.user.get_username())
+    messages.success(request, f"Replaying {job.total} dead letters in the background.")
+    target = request.POST.get("next", back)
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = back
+    separator = "&" if "?" in target else "?"
+    return redirect(f"{target}{separator}job={job.pk}")
+
+
+@require_GET
+@staff_required
+def replay_job_status(request: HttpRequest, pk: str) -> HttpResponse:
+    replay_jobs_resume()  # a poller is a cheap watchdog for jobs whose process died
+    job = selectors.replay_job_read(job_id=pk)
+    if job is None:
+        raise Http404("No such replay job.")
+    return JsonResponse(
+        {
+            "id": job.pk,
+            "status": job.status,
+            "total": job.total,
+            "done": job.done,
+            "replayed": job.replayed,
+            "percent": job.percent,
+        }
+    )
+
+
+# --- deliveries, endpoints, tenants -----------------------------------------------------
+
+
+@require_GET
+@staff_required
+def delivery(request: HttpRequest, pk: str) -> HttpResponse:
+    detail = selectors.delivery_detail(delivery_id=pk)
+    if detail is None:
+        raise Http404("No such delivery.")
+    return render(request, "console/delivery.html", {"detail": detail})
+
+
+@require_POST
+@staff_required
+def delivery_retry(request: HttpRequest, pk: str) -> HttpResponse:
+    found = Delivery.objects.select_related("endpoint").filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such delivery.")
+    try:
+        delivery_retry_now(delivery=found)
+        messages.success(request, "Retry requested: one more attempt now.")
+    except HomingError as error:
+        messages.error(request, error.message)
+    return redirect("console:delivery", pk=pk)
+
+
+@require_GET
+@staff_required
+def endpoint(request: HttpRequest, pk: str) -> HttpResponse:
+    try:
+        detail = selectors.endpoint_detail(endpoint_id=pk, cursor=request.GET.get("after", ""))
+    except BadCursor as error:
+        messages.error(request, str(error))
+        detail = selectors.endpoint_detail(endpoint_id=pk)
+    if detail is None:
+        raise Http404("No such endpoint.")
+    # Secrets still in their rotation grace sign too: say how many besides the current one.
+    older_signing = len(endpoint_services.endpoint_signing_secrets(endpoint=detail.endpoint)) - 1
+    return render(
+        request, "console/endpoint.html", {"detail": detail, "older_signing": older_signing}
+    )
+
+
+@require_POST
+@staff_required
+def endpoint_action(request: HttpRequest, pk: str) -> HttpResponse:
+    found = Endpoint.objects.filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such endpoint.")
+    action = request.POST.get("action")
+    if action in ("activate", "deactivate"):
+        wanted = action == "activate"
+        if found.is_active == wanted:  # a stale page: say so, change nothing
+            messages.error(
+                request, f"The endpoint is already {'active' if wanted else 'inactive'}."
+            )
+        else:
+            endpoint_services.endpoint_update(endpoint=found, is_active=wanted)
+            messages.success(request, f"Endpoint {'activated' if wanted else 'deactivated'}.")
+    elif action == "rotate":
+        rotated = endpoint_services.endpoint_rotate_secret(endpoint=found)
+        grace_hours = settings.HOMING_SECRET_ROTATION_GRACE / 3600
+        messages.success(
+            request,
+            f"New signing secret: {endpoint_services.endpoint_secret(endpoint=rotated)} — the "
+            f"old one also signs for {grace_hours:g} h (HOMING_SECRET_ROTATION_GRACE).",
+        )
+    elif action == "test":
+        try:
+            endpoint_services.endpoint_send_test(endpoint=found)
+            messages.success(request, "Test event sent: see it under recent deliveries.")
+        except HomingError as error:
+            messages.error(request, error.message)
+    else:
+        messages.error(request, "Unknown action; nothing was changed.")
+    return redirect("console:endpoint", pk=pk)
+
+
+@require_GET
+@staff_required
+def tenants(request: HttpRequest) -> HttpResponse:
+    try:
+        rows, next_cursor = selectors.tenant_page(cursor=request.GET.get("after", ""))
+    except BadCursor as error:
+        messages.error(request, str(error))
+        rows, next_cursor = selectors.tenant_page()
+    return render(request, "console/tenants.html", {"rows": rows, "next_cursor": next_cursor})

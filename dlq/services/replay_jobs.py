@@ -1,0 +1,114 @@
+"""Bulk replays in the background: a ReplayJob row, worked through in small batches.
+
+Creating the job only counts what matches, so a replay of 100,000 answers at once. The
+work then runs a batch per transaction (never one long one), in dead-letter id order,
+saving a cursor after each batch: if the process dies, `replay_jobs_resume` (called by
+the Celery task's redelivery, and by anyone polling a stalled job) carries on from it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Least
+from django.utils import timezone
+
+from config.celery import app
+from dlq.models import ReplayJob
+from dlq.selectors import Criteria, dead_letters_waiting
+from dlq.services.replay import dead_letters_replay
+
+logger = logging.getLogger(__name__)
+
+# Dead letters replayed per transaction: a few hundred keeps each one well under a second.
+REPLAY_BATCH = 500
+# A running job whose heartbeat is older than this lost its process: resume it.
+STALLED_AFTER = timedelta(seconds=60)
+RUN_TASK = "dlq.replay_job_run"
+
+
+def replay_job_create(*, criteria: Criteria | dict[str, Any], requested_by: str = "") -> ReplayJob:
+    """Count the matching waiting dead letters, record the job, start it after commit."""
+    now = timezone.now()
+    total = dead_letters_waiting(criteria=criteria).filter(dead_at__lte=now).count()
+    job = ReplayJob.objects.create(
+        criteria=dict(criteria),
+        total=total,
+        requested_by=requested_by,
+        created_at=now,
+        updated_at=now,
+        status=ReplayJob.Status.FINISHED if total == 0 else ReplayJob.Status.RUNNING,
+        finished_at=now if total == 0 else None,
+    )
+    if total:
+        transaction.on_commit(lambda: replay_job_publish(job_id=job.pk))
+    return job
+
+
+def replay_job_publish(*, job_id: str) -> None:
+    try:
+        app.send_task(RUN_TASK, args=[job_id])
+    except Exception:  # broker down: the stalled-job resume picks it up later
+        logger.warning("could not publish replay job %s", job_id, exc_info=True)
+
+
+def replay_job_run_batch(*, job_id: str) -> bool:
+    """Replay the next batch of a job; False when the job is finished (or taken)."""
+    with transaction.atomic():
+        # SKIP LOCKED: a second runner of the same job (a redelivered message) waits its
+        # turn by stepping aside instead of replaying the same batch twice.
+        job = (
+            ReplayJob.objects.select_for_update(skip_locked=True)
+            .filter(pk=job_id, status=ReplayJob.Status.RUNNING)
+            .first()
+        )
+        if job is None:
+            return False
+        batch = list(
+            dead_letters_waiting(criteria=job.criteria)
+            .filter(dead_at__lte=job.created_at, pk__gt=job.cursor)
+            .select_related("endpoint")
+            .order_by("pk")[:REPLAY_BATCH]
+        )
+        now = timezone.now()
+        if not batch:
+            ReplayJob.objects.filter(pk=job.pk).update(
+                status=ReplayJob.Status.FINISHED, done=F("total"), finished_at=now, updated_at=now
+            )
+            return False
+        replayed = dead_letters_replay(dead_letters=batch)
+        ReplayJob.objects.filter(pk=job.pk).update(
+            cursor=batch[-1].pk,
+            done=Least(F("done") + len(batch), F("total")),
+            replayed=F("replayed") + replayed,
+            updated_at=now,
+        )
+        return True
+
+
+def replay_job_run(*, job_id: str) -> None:
+    """Run a job to the end, one short transaction per batch."""
+    while replay_job_run_batch(job_id=job_id):
+        pass
+
+
+def replay_jobs_resume() -> int:
+    """Restart running jobs nobody has advanced for STALLED_AFTER; returns how many."""
+    stalled = list(
+        ReplayJob.objects.filter(
+            status=ReplayJob.Status.RUNNING, updated_at__lt=timezone.now() - STALLED_AFTER
+        ).values_list("pk", flat=True)
+    )
+    for job_id in stalled:
+        # Touch it first so that concurrent pollers do not all publish it.
+        if ReplayJob.objects.filter(
+            pk=job_id,
+            status=ReplayJob.Status.RUNNING,
+            updated_at__lt=timezone.now() - STALLED_AFTER,
+        ).update(updated_at=timezone.now()):
+            replay_job_publish(job_id=job_id)
+    return len(stalled)

@@ -1,0 +1,272 @@
+"""The staff console with Django's test client: access, pages, actions, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from deliveries.models import Attempt, AttemptMinute, Delivery
+from dlq.models import DeadLetter, ReplayJob
+from webhooks.models import Endpoint
+
+from ..dlq.test_replay import dead_letter_for, make_endpoint, run_replay_jobs
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_user("olivia", "o@example.com", "pw", is_staff=True))
+    return client
+
+
+@pytest.fixture
+def csrf_staff(db) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.create_user("carl", "c@example.com", "pw", is_staff=True))
+    return client
+
+
+PAGES = ["/", "/dead-letters/", "/tenants/"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_an_anonymous_visitor_is_sent_to_the_login_page(db, path):
+    response = Client().get(path)
+    assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
+
+
+def test_a_logged_in_non_staff_user_gets_a_403_page_without_data(alice):
+    letter = dead_letter_for(alice, make_endpoint(alice))
+    nosy = Client()
+    nosy.force_login(User.objects.create_user("nosy", "n@example.com", "pw"))
+    for path in [*PAGES, f"/deliveries/{letter.delivery_id}/", f"/endpoints/{letter.endpoint_id}/"]:
+        response = nosy.get(path)
+        body = response.content.decode()
+        assert response.status_code == 403, path
+        assert "Staff only" in body and letter.reason not in body and alice.tenant.name not in body
+    assert nosy.post(f"/dead-letters/{letter.id}/replay").status_code == 403
+    letter.refresh_from_db()
+    assert letter.replayed_at is None
+
+
+def test_the_login_page_signs_staff_in(db):
+    User.objects.create_user("olivia", "o@example.com", "pw", is_staff=True)
+    client = Client()
+    page = client.get("/login/")
+    assert page.status_code == 200 and b"Sign in" in page.content
+    response = client.post("/login/", {"username": "olivia", "password": "pw", "next": "/tenants/"})
+    assert response.status_code == 302 and response["Location"] == "/tenants/"
+
+
+def test_pages_carry_security_headers(staff):
+    response = staff.get("/")
+    assert response["X-Frame-Options"] == "DENY"
+    assert "default-src 'self'" in response["Content-Security-Policy"]
+    assert "unsafe-inline" not in response["Content-Security-Policy"]
+
+
+def test_the_dashboard_shows_figures_and_the_chart(staff, alice):
+    dead_letter_for(alice, make_endpoint(alice))
+    from django.utils import timezone
+
+    AttemptMinute.objects.create(
+        minute=timezone.now().replace(second=0, microsecond=0), outcome="success", count=9
+    )
+    AttemptMinute.objects.create(
+        minute=timezone.now().replace(second=0, microsecond=0), outcome="fatal", count=1
+    )
+    body = staff.get("/").content.decode()
+    assert "Dead letters waiting" in body and "<svg" in body and 'class="line success"' in body
+    assert "90 %" in body  # 9 of 10 attempts succeeded in the last hour
+    assert "HTTP 404" in body  # the endpoint failing most, with its latest reason
+    assert 'href="/dead-letters/"' in body
+
+
+def test_the_dead_letter_list_filters_and_pages_with_a_keyset(staff, alice, bob, settings):
+    from console import selectors
+
+    first = make_endpoint(alice)
+    mine = [dead_letter_for(alice, first, "order.paid") for _ in range(3)]
+    bobs = dead_letter_for(
+        bob, make_endpoint(bob), "invoice.sent", reason="HTTP 500 after 9 attempts"
+    )
+    page = staff.get("/dead-letters/")
+    assert all(letter.id in page.content.decode() for letter in [*mine, bobs])
+    by_reason = staff.get("/dead-letters/", {"reason": "after 9"}).content.decode()
+    assert bobs.id in by_reason and mine[0].id not in by_reason
+    by_tenant = staff.get("/dead-letters/", {"tenant": alice.tenant.pk}).content.decode()
+    assert bobs.id not in by_tenant and "Replay all 3 matching" in by_tenant
+
+    first_page = selectors.dead_letter_page(criteria={}, size=2)
+    second_page = selectors.dead_letter_page(criteria={}, cursor=first_page.next_cursor, size=2)
+    seen = [r.id for r in first_page.rows + second_page.rows]
+    assert (
+        sorted(seen) == sorted(letter.id for letter in [*mine, bobs])
+        and second_page.next_cursor is None
+    )
+
+
+def test_a_tampered_page_link_is_refused_with_a_message(staff):
+    response = staff.get("/dead-letters/", {"after": "forged"})
+    assert response.status_code == 200 and "not valid" in response.content.decode()
+
+
+def test_replay_and_discard_buttons(staff, alice):
+    endpoint = make_endpoint(alice)
+    replay_me, discard_me = dead_letter_for(alice, endpoint), dead_letter_for(alice, endpoint)
+
+    response = staff.post(
+        f"/dead-letters/{replay_me.id}/replay", {"next": "/dead-letters/"}, follow=True
+    )
+    assert "Replayed" in response.content.decode() and "replayed 20" in response.content.decode()
+    assert Delivery.objects.get(pk=replay_me.delivery_id).status == "pending"
+
+    again = staff.post(f"/dead-letters/{replay_me.id}/replay", follow=True).content.decode()
+    assert "already replayed" in again
+
+    staff.post(f"/dead-letters/{discard_me.id}/discard")
+    discard_me.refresh_from_db()
+    assert discard_me.discarded_at is not None
+    assert f'id="{discard_me.id}"' not in staff.get("/dead-letters/").content.decode()
+    assert staff.post(f"/dead-letters/{discard_me.id}/discard").status_code == 404
+
+
+def test_posts_without_a_csrf_token_change_nothing(csrf_staff, alice):
+    letter = dead_letter_for(alice, make_endpoint(alice))
+    assert csrf_staff.post(f"/dead-letters/{letter.id}/replay").status_code == 403
+    letter.refresh_from_db()
+    assert letter.replayed_at is None
+
+
+def test_select_many_replay_and_discard(staff, alice):
+    endpoint = make_endpoint(alice)
+    letters = [dead_letter_for(alice, endpoint) for _ in range(3)]
+    response = staff.post(
+        "/dead-letters/selected",
+        {"action": "replay", "ids": [letters[0].id, letters[1].id, "dl_nope"]},
+        follow=True,
+    )
+    assert "Replayed 2 of 3. 1 skipped" in response.content.decode()
+    staff.post("/dead-letters/selected", {"action": "discard", "ids": [letters[2].id]})
+    assert DeadLetter.objects.get(pk=letters[2].id).discarded_at is not None
+    forged = staff.post(
+        "/dead-letters/selected", {"action": "explode", "ids": [letters[2].id]}, follow=True
+    )
+    assert "Invalid selection" in forged.content.decode()
+
+
+def test_replay_all_matching_starts_a_job_and_a_stale_count_is_refused(staff, alice):
+    endpoint = make_endpoint(alice)
+    for _ in range(3):
+        dead_letter_for(alice, endpoint)
+    stale = staff.post(
+        "/dead-letters/replay-all", {"endpoint": endpoint, "expected": 5}, follow=True
+    )
+    assert "not 5" in stale.content.decode() and not ReplayJob.objects.exists()
+
+    response = staff.post("/dead-letters/replay-all", {"endpoint": endpoint, "expected": 3})
+    job = ReplayJob.objects.get()
+    assert response.status_code == 302 and f"job={job.pk}" in response["Location"]
+    assert staff.get(f"/dead-letters/jobs/{job.pk}").json()["percent"] == 0
+    run_replay_jobs()
+    status = staff.get(f"/dead-letters/jobs/{job.pk}").json()
+    assert status == {
+        "id": job.pk,
+        "status": "finished",
+        "total": 3,
+        "done": 3,
+        "replayed": 3,
+        "percent": 100,
+    }
+    assert "<progress" in staff.get(response["Location"]).content.decode()
+
+
+def test_the_delivery_page_escapes_untrusted_payload_and_responses(staff, alice):
+    endpoint = make_endpoint(alice)
+    event = alice.client.post(
+        "/api/v1/events",
+        {"type": "order.paid", "data": {"note": "<script>alert(1)</script>"}},
+        format="json",
+    ).json()
+    delivery = Delivery.objects.get(event_id=event["id"])
+    from django.utils import timezone
+
+    Attempt.objects.create(
+        delivery=delivery,
+        number=1,
+        started_at=timezone.now(),
+        status_code=500,
+        response_body="<img src=x onerror=alert(2)>",
+    )
+    body = staff.get(f"/deliveries/{delivery.id}/").content.decode()
+    assert "<script>alert(1)" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert "<img src=x" not in body and "HTTP 500" in body
+    assert staff.post(f"/deliveries/{delivery.id}/retry", follow=True).status_code == 200
+    assert endpoint in body
+
+
+def test_unknown_ids_are_the_404_page(staff):
+    for path in ["/deliveries/dlv_nope/", "/endpoints/ep_nope/", "/dead-letters/jobs/rpj_nope"]:
+        response = staff.get(path)
+        assert response.status_code == 404
+    assert staff.post("/dead-letters/dl_nope/replay").status_code == 404
+
+
+def test_the_endpoint_page_activates_deactivates_and_rotates(staff, alice):
+    letter_endpoint = make_endpoint(alice)
+    page = staff.get(f"/endpoints/{letter_endpoint}/").content.decode()
+    assert "Deactivate" in page and "Rotate secret" in page
+    staff.post(f"/endpoints/{letter_endpoint}/action", {"action": "deactivate"})
+    assert Endpoint.objects.get(pk=letter_endpoint).is_active is False
+    stale = staff.post(
+        f"/endpoints/{letter_endpoint}/action", {"action": "deactivate"}, follow=True
+    )
+    assert "already inactive" in stale.content.decode()
+    old = Endpoint.objects.get(pk=letter_endpoint).secret
+    rotated = staff.post(f"/endpoints/{letter_endpoint}/action", {"action": "rotate"}, follow=True)
+    assert Endpoint.objects.get(pk=letter_endpoint).secret != old
+    page = rotated.content.decode()
+    assert "New signing secret: whsec_" in page  # shown decrypted, once
+    assert "1 (in their rotation grace)" in page  # the old secret still signs
+
+
+def test_the_endpoint_page_sends_a_test_event_to_that_endpoint_only(staff, alice):
+    endpoint_id = make_endpoint(alice)
+    page = staff.post(f"/endpoints/{endpoint_id}/action", {"action": "test"}, follow=True)
+    assert "Test event sent" in page.content.decode()
+    [delivery] = Delivery.objects.filter(endpoint_id=endpoint_id, event__type="homing.test")
+    assert delivery.event.data == {"test": True}
+
+
+def test_the_tenants_page_lists_tenants_and_their_endpoints(staff, alice, bob):
+    make_endpoint(alice)
+    body = staff.get("/tenants/").content.decode()
+    assert alice.tenant.name in body and bob.tenant.name in body and "127.0.0.1:9/h" in body
+
+
+def test_the_admin_stays(staff):
+    assert Client().get("/admin/").status_code == 302
+
+
+def test_a_reason_filter_counts_only_up_to_a_cap(staff, alice, monkeypatch):
+    from console import selectors
+
+    monkeypatch.setattr(selectors, "REASON_COUNT_CAP", 2)
+    endpoint = make_endpoint(alice)
+    for _ in range(4):
+        dead_letter_for(alice, endpoint, reason="HTTP 503 after 9 attempts")
+    body = staff.get("/dead-letters/", {"reason": "503"}).content.decode()
+    assert "More than 2 waiting" in body.replace("</strong>", "")  # a capped count
+    staff.post("/dead-letters/replay-all", {"reason": "503", "expected": 3})
+    assert ReplayJob.objects.get().total == 4  # the job itself counts exactly
+
+
+def test_tenants_page_by_name_with_a_keyset(make_actor):
+    from console import selectors
+
+    for name in ["Carol", "Alice", "Bob"]:
+        make_actor(name)
+    first, cursor = selectors.tenant_page(size=2)
+    rest, end = selectors.tenant_page(cursor=cursor, size=2)
+    assert [r.tenant.name for r in first + rest] == ["Alice", "Bob", "Carol"] and end is None
