@@ -42,7 +42,7 @@ class Dashboard:
     dead_letters_waiting: int
     oldest_dead_letter: datetime | None
     failing_endpoints: list[dict[str, Any]]
-    open_circuits: int | None  # None: endpoints have no circuit fields in this version
+    open_circuits: int  # open or half open (probing)
 
 
 def _status_estimates() -> dict[str, int] | None:
@@ -127,16 +127,9 @@ def dashboard_read() -> Dashboard:
         dead_letters_waiting=waiting["n"],
         oldest_dead_letter=waiting["oldest"],
         failing_endpoints=_failing_endpoints(now),
-        open_circuits=(
-            Endpoint.objects.filter(circuit_state="open").count()
-            if _has_field(Endpoint, "circuit_state")
-            else None
-        ),
+        # Index endpoint_circuit (partial on circuit_state != closed) answers this.
+        open_circuits=Endpoint.objects.filter(circuit_state__in=["open", "half_open"]).count(),
     )
-
-
-def _has_field(model: type, name: str) -> bool:
-    return any(f.name == name for f in model._meta.get_fields())
 
 
 # --- dead letters -----------------------------------------------------------------------
@@ -261,7 +254,6 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
     if len(rows) > size:
         last = rows[size - 1]
         next_cursor = cursor_encode(last.created_at.isoformat(), last.id)
-    present = [name for name in HEALTH_FIELDS if _has_field(Endpoint, name)]
     return EndpointDetail(
         endpoint=endpoint,
         deliveries=rows[:size],
@@ -269,7 +261,7 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
         waiting_dead_letters=DeadLetter.objects.filter(
             endpoint=endpoint, replayed_at__isnull=True, discarded_at__isnull=True
         ).count(),
-        health={name: getattr(endpoint, name) for name in present} if present else None,
+        health={name: getattr(endpoint, name) for name in HEALTH_FIELDS},
     )
 
 

@@ -23,7 +23,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(stats.as_dict(), sort_keys=True))
             return
         by_status = "  ".join(f"{status} {n}" for status, n in stats.deliveries.items())
-        circuits = str(stats.open_circuits) if stats.circuits_tracked else "0 (not tracked)"
+        circuits = str(stats.open_circuits)
         lines = [
             f"deliveries      {by_status}",
             f"due now         {stats.due_now}",
