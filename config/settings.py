@@ -143,6 +143,8 @@ else:
         "data_folder_in": str(VAR_DIR / "broker" / "out"),
         "data_folder_out": str(VAR_DIR / "broker" / "out"),
         "processed_folder": str(VAR_DIR / "broker" / "processed"),
+        # kombu keeps its exchange table here; its default is the working directory.
+        "control_folder": str(VAR_DIR / "broker" / "control"),
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True  # a message is removed only after its task ran
