@@ -1,7 +1,7 @@
 """homing_client.django as an app: its migration and its admin, in a Django of their own.
 
-Homing's own settings do not install the app, so these run in a subprocess with an
-in-memory SQLite project that has the admin.
+Homing's own settings do not install the app, so these run in a subprocess: a small
+project with the admin, on a database of its own on the test PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -10,11 +10,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+from django.conf import settings
+
+from tests.client.stack import create_database
 from tests.processes import ROOT, process_env
 
 SCRIPT = textwrap.dedent(
     """
+    import os
+
     import django
+    import environ
     from django.conf import settings
 
     settings.configure(
@@ -22,7 +29,7 @@ SCRIPT = textwrap.dedent(
             "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
             "django.contrib.sessions", "django.contrib.messages", "homing_client.django",
         ],
-        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+        DATABASES={"default": environ.Env().db_url_config(os.environ["ADMIN_APP_DATABASE_URL"])},
         MIDDLEWARE=[
             "django.contrib.sessions.middleware.SessionMiddleware",
             "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -80,11 +87,21 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_the_migration_matches_the_model_and_the_admin_queues_failed_rows_again() -> None:
+@pytest.fixture
+def admin_app_dsn(django_db_setup: None) -> str:
+    db = settings.DATABASES["default"]
+    server = f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}"
+    create_database(f"{server}/postgres", "homing_producer_admin")
+    return f"{server}/homing_producer_admin"
+
+
+def test_the_migration_matches_the_model_and_the_admin_queues_failed_rows_again(
+    admin_app_dsn: str,
+) -> None:
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         cwd=ROOT,
-        env=process_env(DJANGO_SETTINGS_MODULE=""),
+        env=process_env(DJANGO_SETTINGS_MODULE="", ADMIN_APP_DATABASE_URL=admin_app_dsn),
         capture_output=True,
         text=True,
         timeout=120,
