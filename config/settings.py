@@ -99,6 +99,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True  # serve app static files without collectstatic in development
 # The staff console's login page (Django admin keeps its own at /admin/login/).
+# Flash messages live in the session (server side): the console shows a rotated secret
+# in one, and the default cookie storage would send it to the browser in a cookie.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:dashboard"
 X_FRAME_OPTIONS = "DENY"
@@ -166,7 +169,9 @@ HOMING_RETRY_JITTER = number("HOMING_RETRY_JITTER", default=0.2, minimum=0, maxi
 HOMING_DELIVERY_TIMEOUT = duration("HOMING_DELIVERY_TIMEOUT", default="10")
 # Attempts in flight at once in one worker process (coroutines, not threads); one
 # endpoint gets at most half. See README "Settings".
-HOMING_SEND_CONCURRENCY = env.int("HOMING_SEND_CONCURRENCY", default=400)
+HOMING_SEND_CONCURRENCY = int(
+    number("HOMING_SEND_CONCURRENCY", default=400, minimum=1, maximum=100_000)
+)
 HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
 HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
 HOMING_MAX_BATCH_EVENTS = env.int("HOMING_MAX_BATCH_EVENTS", default=1000)

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from api.pagination import NewestFirstPagination
 from api.scoping import TenantScoped
+from core.exceptions import InvalidInput
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -25,6 +26,9 @@ from dlq.services.replay_jobs import replay_job_create
 
 class DeadLetterPagination(NewestFirstPagination):
     ordering = "-dead_at"
+
+
+REPLAYED_VALUES = {"true": True, "1": True, "false": False, "0": False}
 
 
 class InQueue(TenantScoped):
@@ -46,7 +50,9 @@ class DeadLetterList(InQueue, generics.ListAPIView):
         if event_type := params.get("event_type"):
             letters = letters.filter(event_type=event_type)
         if (replayed := params.get("replayed")) is not None:
-            letters = letters.filter(replayed_at__isnull=replayed.lower() not in ("true", "1"))
+            if replayed not in REPLAYED_VALUES:
+                raise InvalidInput("replayed", "Use true or false.")
+            letters = letters.filter(replayed_at__isnull=not REPLAYED_VALUES[replayed])
         return letters
 
 

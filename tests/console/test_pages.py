@@ -228,6 +228,9 @@ def test_the_endpoint_page_activates_deactivates_and_rotates(staff, alice):
     assert Endpoint.objects.get(pk=letter_endpoint).secret != old
     page = rotated.content.decode()
     assert "New signing secret: whsec_" in page  # shown decrypted, once
+    # ...and never sent to the browser in a cookie (messages live in the session).
+    assert all("whsec_" not in morsel.value for morsel in rotated.cookies.values())
+    assert all("whsec_" not in morsel.value for morsel in staff.cookies.values())
     assert "1 (in their rotation grace)" in page  # the old secret still signs
 
 

@@ -59,6 +59,10 @@ def test_it_lists_dead_letters_with_filters(alice):
     by_type = alice.client.get("/api/v1/dead-letters?event_type=invoice.sent").json()["results"]
     assert [item["id"] for item in by_type] == [b.id]
     assert alice.client.get("/api/v1/dead-letters?replayed=true").json()["results"] == []
+    waiting = alice.client.get("/api/v1/dead-letters?replayed=false").json()["results"]
+    assert [item["id"] for item in waiting] == [b.id, a.id]
+    garbled = alice.client.get("/api/v1/dead-letters?replayed=yes")
+    assert garbled.status_code == 400 and "replayed" in garbled.json()["errors"]
 
 
 def test_replay_starts_a_fresh_schedule_and_keeps_the_dead_letter(alice):
