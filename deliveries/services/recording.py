@@ -356,4 +356,9 @@ def _count(recorded: list[Recorded | None]) -> None:
             counts[item.outcome.value] = counts.get(item.outcome.value, 0) + 1
     if counts:
         counters.increment_many({f"attempts_{name}": n for name, n in counts.items()})
-        attempt_minutes_add(counts=counts, at=timezone.now())
+        try:
+            attempt_minutes_add(counts=counts, at=timezone.now())
+        except Exception:
+            # The batch has committed: a failed chart figure must not make the recorder
+            # write it again (the second run would find no claim and drop its effects).
+            logger.warning("could not add %s to the attempts per minute", counts, exc_info=True)

@@ -88,3 +88,14 @@ def test_the_lease_sweep_records_through_the_same_service(claimed) -> None:
     assert Delivery.objects.get(pk=claimed[0].id).status == "pending"
     # The others' leases have not expired: a worker recording now still wins.
     assert attempts_record(outcomes=[outcome(claimed[1], ok())])[0] is not None
+
+
+def test_a_failing_chart_figure_does_not_undo_a_recorded_batch(claimed, monkeypatch) -> None:
+    def broken(**kwargs):
+        raise RuntimeError("attempt_minute row locked")
+
+    monkeypatch.setattr(recording, "attempt_minutes_add", broken)
+    recorded = attempts_record(outcomes=[outcome(d, ok()) for d in claimed])
+
+    assert [r.delivery_id for r in recorded if r] == [d.id for d in claimed]
+    assert Delivery.objects.filter(status="succeeded").count() == len(claimed)
