@@ -33,11 +33,11 @@ def test_it_admits_up_to_the_cap_and_a_release_frees_a_slot(endpoint, settings) 
 
 def test_a_dead_workers_slots_come_back_when_their_lease_lapses(endpoint, settings) -> None:
     settings.HOMING_ENDPOINT_CONCURRENCY = 1
-    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d1"], lease_seconds=0.2)
+    assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d1"], lease_seconds=1.0)
     assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d2"], lease_seconds=1) == [
         False
     ]
-    time.sleep(0.3)
+    time.sleep(1.1)
     assert concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d2"], lease_seconds=1)
 
 

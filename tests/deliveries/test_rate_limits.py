@@ -30,7 +30,7 @@ def test_it_spaces_attempts_evenly_and_refuses_beyond_the_hold(where) -> None:
     assert delays[12] == 0.0  # no limit: no wait
     # A second batch continues the same schedule rather than starting again.
     [later] = rate_limits.send_delays(endpoint_ids=[endpoint], limits={endpoint: 5}, hold=5.0)
-    assert later > 1.9
+    assert later > 1.5  # slot 11 of the same schedule (about 2.1 s), not a fresh one
 
 
 def test_refused_attempts_do_not_use_up_the_schedule(where) -> None:
@@ -39,4 +39,4 @@ def test_refused_attempts_do_not_use_up_the_schedule(where) -> None:
     assert first[0] >= 0 and first[1] < 0 and first[2] < 0
     assert -first[1] == pytest.approx(1.05, abs=0.05)  # ask again when the next slot comes
     [again] = rate_limits.send_delays(endpoint_ids=[endpoint], limits={endpoint: 1}, hold=2.0)
-    assert again == pytest.approx(1.05, abs=0.05)
+    assert 0.7 < again <= 1.06  # the refused ones took no slot: the next is still ~1.05 s

@@ -59,10 +59,18 @@ def test_one_claim_can_never_take_an_endpoint_past_its_cap(capacity: int) -> Non
     worker = Worker(capacity=capacity)
     try:
         slots = worker.slots
-        # The fullest an endpoint can be and still be claimed for, plus a whole batch.
+        # Fill the endpoint to the fullest it can be while claims still take it...
         fullest_claimable = slots.per_endpoint - worker._batch - 1
-        assert fullest_claimable + worker._batch < slots.per_endpoint
+        if fullest_claimable > 0:
+            filled = slots.reserve(fullest_claimable)
+            assert all(slots.admit(["ep"] * filled, filled))
+        assert "ep" not in slots.busy()
+        # ...then one whole batch for it still fits: nothing is given back.
         reserved = slots.reserve(worker._batch)
-        assert all(slots.admit(["ep"] * reserved, reserved))  # nothing given back
+        assert all(slots.admit(["ep"] * reserved, reserved))
+        # One more in flight and claims skip it.
+        if slots.reserve(1, timeout=0):
+            slots.admit(["ep"], 1)
+        assert "ep" in slots.busy()
     finally:
         worker.close()
