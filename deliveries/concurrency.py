@@ -54,7 +54,43 @@ end
 return out
 """
 
+# KEYS: per endpoint, its set then its ramp key; ARGV: cap. Returns each endpoint's room:
+# how many more of its deliveries `acquire` would admit now.
+_ROOM_SCRIPT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local cap = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS / 2 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[2 * i - 1], '-inf', now)
+  local limit = math.min(cap, tonumber(redis.call('GET', KEYS[2 * i]) or cap))
+  out[i] = math.max(0, limit - redis.call('ZCARD', KEYS[2 * i - 1]))
+end
+return out
+"""
+
 _script: redis.commands.core.Script | None = None
+_room_script: redis.commands.core.Script | None = None
+
+
+def rooms(*, endpoint_ids: Sequence[str]) -> dict[str, int]:
+    """How many more attempts each endpoint may have in flight across the cluster now
+    (one round trip for them all); the cap itself without Redis or if it does not answer."""
+    cap = settings.HOMING_ENDPOINT_CONCURRENCY
+    if not endpoint_ids or not settings.REDIS_URL:
+        return dict.fromkeys(endpoint_ids, cap)
+    global _room_script
+    try:
+        if _room_script is None:
+            _room_script = redis_client().register_script(_ROOM_SCRIPT)
+        answers = _room_script(
+            keys=[k for e in endpoint_ids for k in (KEY.format(e), RAMP_KEY.format(e))],
+            args=[cap],
+        )
+        return {e: int(a) for e, a in zip(endpoint_ids, answers, strict=True)}
+    except (redis.RedisError, OSError):
+        logger.warning("endpoint concurrency unavailable (Redis); assuming room")
+        return dict.fromkeys(endpoint_ids, cap)
 
 
 def acquire(
@@ -78,13 +114,24 @@ def acquire(
 
 
 def release(*, endpoint_id: str, delivery_id: str) -> None:
-    if not settings.REDIS_URL:
+    release_many(finished=[(endpoint_id, delivery_id)])
+
+
+def release_many(*, finished: Sequence[tuple[str, str]]) -> None:
+    """These (endpoint, delivery) attempts are over: one round trip for them all."""
+    if not finished or not settings.REDIS_URL:
         return
+    members: dict[str, list[str]] = {}
+    for endpoint_id, delivery_id in finished:
+        members.setdefault(endpoint_id, []).append(delivery_id)
     try:
-        redis_client().zrem(KEY.format(endpoint_id), delivery_id)
+        pipeline = redis_client().pipeline(transaction=False)
+        for endpoint_id, delivery_ids in members.items():
+            pipeline.zrem(KEY.format(endpoint_id), *delivery_ids)
+        pipeline.execute()
     except (redis.RedisError, OSError):
-        # Its member lapses with the lease.
-        logger.warning("could not release an endpoint slot (Redis)", exc_info=True)
+        # Their members lapse with the lease.
+        logger.warning("could not release endpoint slots (Redis)", exc_info=True)
 
 
 def ramp_start(*, endpoint_id: str) -> None:

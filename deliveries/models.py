@@ -40,6 +40,13 @@ class Delivery(models.Model):
                 name="delivery_due",
                 condition=Q(status="pending"),
             ),
+            # Claims, endpoint by endpoint: which endpoints have pending deliveries (a skip
+            # scan) and each one's oldest due rows, without touching the others' backlogs.
+            models.Index(
+                fields=["endpoint", "next_attempt_at"],
+                name="delivery_endpoint_due",
+                condition=Q(status="pending"),
+            ),
             # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
             models.Index(
                 fields=["lease_expires_at"],

@@ -6,6 +6,13 @@ take disjoint rows on PostgreSQL, and the outer `status` check is re-evaluated o
 row a concurrent claimer just changed (the only guard on SQLite, which serialises
 writers anyway).
 
+A claim goes endpoint by endpoint, not down one queue of due rows: it asks which
+endpoints have work due (a skip scan, one index probe per endpoint), deals its rows out
+fairly between tenants (fair_share.py) within each endpoint's room, and takes each
+endpoint's share through the `delivery_endpoint_due` index. So a tenant's 40,000-row
+backlog does not stand in front of another tenant's new event, and an endpoint that is
+full, throttled or circuit-open costs nothing: it is simply not asked.
+
 A claim returns plain records with the event and endpoint loaded (two more queries per
 batch, not per delivery): the worker handles hundreds of them a second, and building
 three model instances for each cost more than sending it.
@@ -13,7 +20,8 @@ three model instances for each cost more than sending it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +31,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from deliveries.fair_share import DueEndpoint, fair_shares
 from deliveries.models import Delivery
 from deliveries.policy import Policy
 from deliveries.services.health import circuits_not_closed
@@ -32,6 +41,8 @@ from webhooks.models import Endpoint, Event
 # fixed cost, so larger batches are cheaper per delivery: measured with `make bench`
 # (2 workers, one endpoint), 50 drained ~1,290/s and 100 ~1,350-1,430/s; 150 no better.
 BATCH_SIZE = 100
+# Endpoints one look for due work lists at most (see due_endpoints).
+DUE_ENDPOINTS_LIMIT = 10_000
 # How long a delivery given back (its endpoint had too many attempts in flight) waits
 # before it is due again.
 GIVE_BACK_DELAY = timedelta(milliseconds=500)
@@ -69,37 +80,128 @@ class Claimed:
         return self.attempt_count - self.schedule_offset
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one claim took, and which endpoints had fewer due rows than it asked for
+    (nothing more is due there for now: the worker leaves them out until it looks again)."""
+
+    deliveries: list[Claimed]
+    exhausted: set[str]
+
+
 def deliveries_claim(
     *,
     delivery_ids: Sequence[str],
     limit: int,
     policy: Policy,
+    due: Sequence[DueEndpoint] | None = None,
+    room: Callable[[DueEndpoint], int] | None = None,
+    rotation: int = 0,
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
 ) -> list[Claimed]:
-    """Claim these deliveries if due and free, then other due ones up to `limit`;
-    none for `skip_endpoints` (those with enough attempts in flight already) nor for
-    endpoints whose circuit is not closed, except one probe each when it is time;
-    `first_attempts_only`: no retries (the worker's retry budget is spent)."""
+    """The deliveries of `deliveries_claim_fairly` (which see)."""
+    return deliveries_claim_fairly(
+        delivery_ids=delivery_ids,
+        limit=limit,
+        policy=policy,
+        due=due,
+        room=room,
+        rotation=rotation,
+        skip_endpoints=skip_endpoints,
+        first_attempts_only=first_attempts_only,
+    ).deliveries
+
+
+def deliveries_claim_fairly(
+    *,
+    delivery_ids: Sequence[str],
+    limit: int,
+    policy: Policy,
+    due: Sequence[DueEndpoint] | None = None,
+    room: Callable[[DueEndpoint], int] | None = None,
+    rotation: int = 0,
+    skip_endpoints: Collection[str] = (),
+    first_attempts_only: bool = False,
+) -> Claim:
+    """Claim up to `limit` due deliveries: one probe per open circuit whose time has
+    come, then these `delivery_ids` if due and free, then rows of the `due` endpoints
+    (queried here when not given) shared fairly between tenants (fair_share.py), at most
+    `room(endpoint)` each. Never for `skip_endpoints` (full or throttled) nor for
+    endpoints whose circuit is not closed. `first_attempts_only`: no retries (the
+    worker's retry budget is spent)."""
     paused, probes = circuits_not_closed()
     rows: list[tuple[Any, ...]] = []
     for endpoint_id in probes[:limit]:
         # The probe is a real waiting delivery; none due means the next probe is later.
-        rows += _claim("endpoint_id = %s", [endpoint_id], policy.lease_seconds, 1)
+        rows += _claim_rows("endpoint_id = %s", [endpoint_id], policy.lease_seconds, 1)
     limit -= len(rows)
-    ids = list(dict.fromkeys(delivery_ids))[:limit]
-    skip = sorted({*skip_endpoints, *paused})
-    condition = f"endpoint_id NOT IN ({_placeholders(skip)})" if skip else "1 = 1"
-    if first_attempts_only:  # the retry budget is spent (worker/budget.py)
-        condition += " AND attempt_count = schedule_offset"
     if limit <= 0:
-        return _with_events_and_endpoints(rows)
+        return Claim(_with_events_and_endpoints(rows), set())
+    skip = {*skip_endpoints, *paused}
+    firsts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
+    ids = list(dict.fromkeys(delivery_ids))[:limit]
     if ids:
-        named = f"{condition} AND id IN ({_placeholders(ids)})"
-        rows += _claim(named, [*skip, *ids], policy.lease_seconds, limit)
+        # Named by a wake-up: found by primary key, whatever their endpoint's backlog.
+        skipped = sorted(skip)
+        condition = f"id IN ({_placeholders(ids)}){firsts}"
+        if skipped:
+            condition += f" AND endpoint_id NOT IN ({_placeholders(skipped)})"
+        rows += _claim_rows(condition, [*ids, *skipped], policy.lease_seconds, limit)
+    exhausted: set[str] = set()
     if len(rows) < limit:
-        rows += _claim(condition, skip, policy.lease_seconds, limit - len(rows))
-    return _with_events_and_endpoints(rows)
+        taken = Counter(row[3] for row in rows)
+        candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
+        shares = fair_shares(
+            limit=limit - len(rows),
+            endpoints=candidates,
+            room=lambda e: (limit if room is None else room(e)) - taken[e.id],
+            rotation=rotation,
+        )
+        by_endpoint = _claim_by_endpoint(shares, firsts, policy.lease_seconds)
+        rows += by_endpoint
+        got = Counter(row[3] for row in by_endpoint)
+        exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
+    return Claim(_with_events_and_endpoints(rows), exhausted)
+
+
+def due_endpoints(*, limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
+    """Endpoints with a closed circuit and at least one delivery due now.
+
+    On PostgreSQL a skip scan of the `delivery_endpoint_due` index: one probe per
+    endpoint with pending deliveries finds its earliest one, whatever the depth of its
+    backlog, so a 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12)."""
+    table, endpoints = Delivery._meta.db_table, Endpoint._meta.db_table
+    if connection.vendor == "postgresql":
+        sql = f"""
+            WITH RECURSIVE pending(endpoint_id, next_at) AS (
+                (SELECT endpoint_id, next_attempt_at FROM {table} WHERE status = 'pending'
+                 ORDER BY endpoint_id, next_attempt_at LIMIT 1)
+                UNION ALL
+                SELECT later.* FROM pending CROSS JOIN LATERAL (
+                    SELECT endpoint_id, next_attempt_at FROM {table}
+                    WHERE status = 'pending' AND endpoint_id > pending.endpoint_id
+                    ORDER BY endpoint_id, next_attempt_at LIMIT 1
+                ) later
+            )
+            SELECT e.id, e.tenant_id, e.rate_limit
+            FROM pending JOIN {endpoints} e ON e.id = pending.endpoint_id
+            WHERE pending.next_at <= statement_timestamp() AND e.circuit_state = 'closed'
+            LIMIT %s
+        """
+        params: list[Any] = [limit]
+    else:
+        sql = f"""
+            SELECT DISTINCT e.id, e.tenant_id, e.rate_limit
+            FROM {table} d JOIN {endpoints} e ON e.id = d.endpoint_id
+            WHERE d.status = 'pending' AND d.next_attempt_at <= %s
+            AND e.circuit_state = 'closed'
+            LIMIT %s
+        """
+        params = [timezone.now(), limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [DueEndpoint(*row) for row in cursor.fetchall()]
 
 
 def deliveries_due_exist() -> bool:
@@ -126,48 +228,81 @@ def _placeholders(values: Sequence[str]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-def _claim(
-    condition: str, params: list[str], lease_seconds: float, limit: int
+def _claim_rows(
+    condition: str, params: list[Any], lease_seconds: float, limit: int
 ) -> list[tuple[Any, ...]]:
+    """Claim up to `limit` due rows matching `condition`."""
+    # No ORDER BY: with it, PostgreSQL sorts every due row matching (thousands in a
+    # backlog) whenever its statistics are stale; without, the scan stops at `limit`.
+    picked = f"""
+        SELECT id FROM {Delivery._meta.db_table}
+        WHERE {condition} AND status = 'pending' AND next_attempt_at <= {{now}}
+        LIMIT %s{{skip_locked}}
+    """
+    return _claim(picked, lambda now: [*params, *now, limit], lease_seconds)
+
+
+def _claim_by_endpoint(
+    shares: dict[str, int], firsts: str, lease_seconds: float
+) -> list[tuple[Any, ...]]:
+    """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first."""
+    if not shares:
+        return []
+    if connection.vendor != "postgresql":  # the embedded set-up: one statement each
+        rows = []
+        for endpoint_id, share in shares.items():
+            rows += _claim_rows(f"endpoint_id = %s{firsts}", [endpoint_id], lease_seconds, share)
+        return rows
+    # One statement for all: per endpoint a LATERAL walk of `delivery_endpoint_due`,
+    # which stops after its share, however deep the backlog behind it.
+    picked = f"""
+        SELECT d.id FROM unnest(%s::text[], %s::int[]) AS share(endpoint_id, n)
+        CROSS JOIN LATERAL (
+            SELECT id FROM {Delivery._meta.db_table}
+            WHERE endpoint_id = share.endpoint_id AND status = 'pending'
+            AND next_attempt_at <= {{now}}{firsts}
+            ORDER BY next_attempt_at LIMIT share.n{{skip_locked}}
+        ) d
+    """
+    return _claim(picked, lambda now: [list(shares), list(shares.values())], lease_seconds)
+
+
+def _claim(
+    picked: str, picked_params: Callable[[list[Any]], list[Any]], lease_seconds: float
+) -> list[tuple[Any, ...]]:
+    """Move the rows `picked` selects to `delivering` with a lease; their records."""
     table = Delivery._meta.db_table
     # The database's clock decides what is due and when a lease ends: every worker and
     # scheduler then agree, however far their own clocks drift. (SQLite, the embedded
     # single-machine set-up, is given this process's clock.)
     if connection.vendor == "postgresql":
-        now, lease_until, clock = (
+        now, lease_until = (
             "statement_timestamp()",
             "statement_timestamp() + make_interval(secs => %s)",
-            [lease_seconds],
         )
+        stamps: list[Any] = []
+        lease = [lease_seconds]
     else:
         current = timezone.now()
         now, lease_until = "%s", "%s"
-        clock = [current + timedelta(seconds=lease_seconds)]
+        stamps, lease = [current], [current + timedelta(seconds=lease_seconds)]
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
-    # No ORDER BY: with it, PostgreSQL sorts every due row (thousands in a backlog) on
-    # each claim whenever its statistics are stale; without, the scan stops at `limit`.
-    # A backlog still drains roughly oldest first, in the order rows were written.
     # The due rows are picked once, in a MATERIALIZED CTE on PostgreSQL: as a plain
     # `IN (subquery … LIMIT)` the planner may rescan the subquery (a nested loop on
     # stale statistics), and with SKIP LOCKED each rescan finds other rows, so one
     # claim took thousands instead of `limit` (measured: 1,853 rows for a limit of 100).
     materialized = " MATERIALIZED" if connection.vendor == "postgresql" else ""
     sql = f"""
-        WITH picked AS{materialized} (
-            SELECT id FROM {table}
-            WHERE {condition} AND status = 'pending' AND next_attempt_at <= {now}
-            LIMIT %s{skip_locked}
-        )
+        WITH picked AS{materialized} ({picked.format(now=now, skip_locked=skip_locked)})
         UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
             attempt_count = attempt_count + 1, updated_at = {now}
         WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= {now}
         RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
     """
-    stamps = [] if connection.vendor == "postgresql" else [current]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *stamps, limit, *clock, *stamps, *stamps])
+        cursor.execute(sql, [*picked_params(stamps), *lease, *stamps, *stamps])
         return cursor.fetchall()
 
 

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterable
 
 
 class Slots:
-    """`capacity` attempts in flight per process, `per_endpoint` per endpoint.
+    """`capacity` attempts under way per process, `per_endpoint` requests open per endpoint.
 
-    A claim first `reserve`s room (waiting for it), then `admit`s what it claimed: each
-    admitted delivery holds a slot until `release` (called in a `finally`). Endpoints
-    within `claim_margin` of their cap are `busy`: a claim skips them, so one batch
-    never takes an endpoint past its cap.
+    A claim first `reserve`s room (waiting for it), then `admit`s what it claimed. An
+    admitted delivery holds its endpoint slot until its request is over (`leave`) and its
+    capacity slot until its result is recorded (`free`); `release` does both, for an
+    attempt that never started. Claims ask each endpoint for at most its `room`.
     """
 
     def __init__(
@@ -22,12 +22,14 @@ class Slots:
         *,
         capacity: int,
         per_endpoint: int,
-        claim_margin: int,
         on_endpoint_room: Callable[[], None] = lambda: None,
     ) -> None:
         self.capacity = capacity
         self.per_endpoint = per_endpoint
-        self._ceiling = max(1, per_endpoint - claim_margin)
+        # Requests that end before the claims are woken: one claim per few finished
+        # requests, not one per request.
+        self._wake_every = max(1, min(10, per_endpoint // 4))
+        self._left_since_wake = 0
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
         self._changed = threading.Condition()
@@ -46,6 +48,7 @@ class Slots:
                 return 0
             granted = min(wanted, self.capacity - self._used)
             self._used += granted
+            self._left_since_wake = 0
             return granted
 
     def admit(self, endpoint_ids: Iterable[str], reserved: int) -> list[bool]:
@@ -69,22 +72,39 @@ class Slots:
             self._used -= reserved
             self._changed.notify_all()
 
-    def release(self, endpoint_id: str) -> None:
-        """One admitted attempt is over (recorded, or it never started)."""
+    def room(self, endpoint_id: str) -> int:
+        """How many more requests this process may open to the endpoint."""
         with self._changed:
-            self._used -= 1
+            return max(0, self.per_endpoint - self._endpoints[endpoint_id])
+
+    def full(self) -> set[str]:
+        """Endpoints this process may open no more requests to now."""
+        with self._changed:
+            return {e for e, n in self._endpoints.items() if n >= self.per_endpoint}
+
+    def leave(self, endpoint_id: str) -> None:
+        """An admitted attempt's request is over: its endpoint slot is free."""
+        with self._changed:
             self._endpoints[endpoint_id] -= 1
-            left = self._endpoints[endpoint_id]
-            if left <= 0:
+            if self._endpoints[endpoint_id] <= 0:
                 del self._endpoints[endpoint_id]
-            self._changed.notify_all()
-        if left == self._ceiling - 1:
+            self._left_since_wake += 1
+            wake = self._left_since_wake >= self._wake_every
+            if wake:
+                self._left_since_wake = 0
+        if wake:
             self._on_endpoint_room()
 
-    def busy(self) -> set[str]:
-        """Endpoints a claim should skip: one more batch could take them past the cap."""
+    def free(self) -> None:
+        """An admitted attempt is over and recorded: its capacity slot is free."""
         with self._changed:
-            return {e for e, n in self._endpoints.items() if n >= self._ceiling}
+            self._used -= 1
+            self._changed.notify_all()
+
+    def release(self, endpoint_id: str) -> None:
+        """An admitted attempt that will not happen (or never reached the recorder)."""
+        self.leave(endpoint_id)
+        self.free()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no slot is taken; False if some still were after `timeout`."""

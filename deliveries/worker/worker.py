@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -30,13 +31,14 @@ from config.logs import delivery_log_context
 from config.version import VERSION
 from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
+from deliveries.fair_share import DueEndpoint, fair_shares
 from deliveries.policy import Policy, current_policy
 from deliveries.retry import ErrorKind
 from deliveries.sender import Sender, SendResult
 from deliveries.services.claims import (
     BATCH_SIZE,
     Claimed,
-    deliveries_claim,
+    deliveries_claim_fairly,
     deliveries_due_exist,
     deliveries_give_back,
 )
@@ -44,6 +46,7 @@ from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint
 from deliveries.services.recording import Outcome, Recorded
 from deliveries.signing import payload_bytes, webhook_headers
 from deliveries.worker.budget import RetryBudget
+from deliveries.worker.due import DueEndpoints
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
 from webhooks.services.endpoints import endpoint_signing_secrets
@@ -57,9 +60,10 @@ MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
 # then (well within its lease); later ones are given back without spending an attempt.
 RATE_HOLD_SECONDS = 2.0
-# How long claims here skip an endpoint that has HOMING_ENDPOINT_CONCURRENCY in flight
-# across the cluster (and how long its given-back deliveries wait).
-FULL_ENDPOINT_PAUSE_SECONDS = 0.25
+# How long claims here skip an endpoint found with HOMING_ENDPOINT_CONCURRENCY in flight
+# across the cluster after it was claimed from (a race between workers; rare, since claims
+# ask each endpoint for its room first), and how long its given-back deliveries wait.
+FULL_ENDPOINT_PAUSE_SECONDS = 0.1
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -72,16 +76,8 @@ def endpoint_cap(capacity: int) -> int:
 class Worker:
     def __init__(self, *, capacity: int | None = None) -> None:
         capacity = capacity or settings.HOMING_SEND_CONCURRENCY
-        # A claim takes at most `batch` rows and skips endpoints within `batch` of their
-        # cap, so no claim takes an endpoint past it: deliveries claimed only to be given
-        # back cost two writes each (measured at capacity 100 with batches of 100: 3,950
-        # of 10,000 given back).
-        self._batch = max(1, min(BATCH_SIZE, endpoint_cap(capacity) // 2))
         self.slots = Slots(
-            capacity=capacity,
-            per_endpoint=endpoint_cap(capacity),
-            claim_margin=self._batch,
-            on_endpoint_room=self._wake,
+            capacity=capacity, per_endpoint=endpoint_cap(capacity), on_endpoint_room=self._wake
         )
         self.sender = Sender(
             version=VERSION,
@@ -90,7 +86,12 @@ class Worker:
             limit_per_host=endpoint_cap(capacity),
         )
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
-        self.recorder = Recorder(on_deactivate=self._park_later)
+        self.recorder = Recorder(
+            on_deactivate=self._park_later, after_batch=self._release_finished_in_cluster
+        )
+        self.due = DueEndpoints()
+        self._rotation = 0  # which tenant a claim serves first (fair_share.py)
+        self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
         self._message = False  # a Celery message woke us (so the doorbell is up)
@@ -159,7 +160,8 @@ class Worker:
     def _claim_and_send(self) -> bool:
         """Claim one batch and start its attempts; True when more work is likely due."""
         policy = current_policy()
-        reserved = self.slots.reserve(self._batch, at_least=MIN_RESERVATION, timeout=1.0)
+        self._release_finished_in_cluster()
+        reserved = self.slots.reserve(BATCH_SIZE, at_least=MIN_RESERVATION, timeout=1.0)
         if not reserved:
             return not self._stopping.is_set()
         with self._lock:
@@ -167,16 +169,24 @@ class Worker:
             more_hints = bool(self._hints)
         try:
             first_only = self.budget.first_attempts_only()
-            claimed = deliveries_claim(
+            skip = self._throttled_endpoints()
+            due, room = self._due_with_room(reserved, skip)
+            claim = deliveries_claim_fairly(
                 delivery_ids=hints,
                 limit=reserved,
                 policy=policy,
-                skip_endpoints=self._skipped_endpoints(),
+                due=due,
+                room=room,
+                rotation=self._rotation,
+                skip_endpoints=skip | self.slots.full(),
                 first_attempts_only=first_only,
             )
         except BaseException:
             self.slots.cancel(reserved)
             raise
+        self._rotation += 1
+        self.due.exhausted(claim.exhausted)
+        claimed = claim.deliveries
         retries = sum(1 for c in claimed if c.attempts_in_schedule > 1)
         self.budget.claimed(
             retries=retries,
@@ -227,9 +237,10 @@ class Worker:
         return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
 
     def _release(self, delivery: Claimed) -> None:
-        """The attempt is over (or will not happen): its slot here and in the cluster."""
-        self.slots.release(delivery.endpoint_id)
-        concurrency.release(endpoint_id=delivery.endpoint_id, delivery_id=delivery.id)
+        """The attempt will not happen (or never reached the recorder): its slots here
+        and in the cluster."""
+        self._leave(delivery)
+        self.slots.free()
 
     def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
         """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
@@ -259,14 +270,40 @@ class Worker:
                     self._release(delivery)
         return [(d, delay) for d, delay in zip(deliveries, delays, strict=True) if delay >= 0]
 
-    def _skipped_endpoints(self) -> set[str]:
-        """Endpoints with enough in flight here, or rate-limited until later."""
+    def _throttled_endpoints(self) -> set[str]:
+        """Endpoints rate-limited until later, or found full across the cluster."""
         now = time.monotonic()
         with self._lock:
             for endpoint_id in [e for e, until in self._throttled.items() if until <= now]:
                 del self._throttled[endpoint_id]
-            throttled = set(self._throttled)
-        return set(self.slots.busy()) | throttled
+            return set(self._throttled)
+
+    def _due_with_room(
+        self, limit: int, skip: set[str]
+    ) -> tuple[list[DueEndpoint], Callable[[DueEndpoint], int]]:
+        """The due endpoints a claim may ask, and each one's room: what this process may
+        still open to it, what its rate limit lets go within RATE_HOLD_SECONDS, and what
+        the cluster may (one Redis round trip, for the endpoints a fair share would ask)."""
+        due = [e for e in self.due.current() if e.id not in skip]
+
+        def here(endpoint: DueEndpoint) -> int:
+            return min(self.slots.room(endpoint.id), rate_room(endpoint))
+
+        wanted = fair_shares(limit=limit, endpoints=due, room=here, rotation=self._rotation)
+        cluster = concurrency.rooms(endpoint_ids=list(wanted))
+        return [e for e in due if cluster.get(e.id, 0) > 0], lambda e: min(here(e), cluster[e.id])
+
+    def _leave(self, delivery: Claimed) -> None:
+        """The attempt's request is over: its endpoint slot here, and in the cluster with
+        the next batch of releases (one Redis round trip for many)."""
+        self.slots.leave(delivery.endpoint_id)
+        with self._lock:
+            self._finished.append((delivery.endpoint_id, delivery.id))
+
+    def _release_finished_in_cluster(self) -> None:
+        with self._lock:
+            finished, self._finished = self._finished, []
+        concurrency.release_many(finished=finished)
 
     # --- one attempt (on the sender's event loop) --------------------------------------
 
@@ -285,15 +322,17 @@ class Worker:
         submitted = False
         try:
             started_at = timezone.now()
-            result = await self._send(delivery, policy)
-            self.recorder.submit(
-                Outcome(delivery, result, started_at, policy),
-                lambda _: self._release(delivery),
-            )
+            try:
+                result = await self._send(delivery, policy)
+            finally:
+                # The request is over: the endpoint may take another one now; the
+                # capacity slot waits for the record (results held in memory are bounded).
+                self._leave(delivery)
+            self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
             submitted = True
         finally:
             if not submitted:
-                self._release(delivery)
+                self.slots.free()
 
     async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
         """The attempt's result, or None when the endpoint was deactivated since the claim."""
@@ -354,8 +393,19 @@ class Worker:
             except Exception:
                 logger.exception("parking the deliveries of %s failed", endpoint_id)
 
+    def _recorded(self, _: Recorded | None) -> None:
+        self.slots.free()
+
     def _wake(self) -> None:
         self._woken.set()
+
+
+def rate_room(endpoint: DueEndpoint) -> int:
+    """How many of the endpoint's deliveries one claim takes at most: with a rate limit,
+    what may be sent within RATE_HOLD_SECONDS (the rest would only be given back)."""
+    if not endpoint.rate_limit:
+        return BATCH_SIZE
+    return max(1, int(endpoint.rate_limit * RATE_HOLD_SECONDS / rate_limits.SPACING_MARGIN))
 
 
 def event_timestamp(created_at: datetime) -> str:

@@ -1,26 +1,6 @@
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
-
-class AddIndexOnline(AddIndexConcurrently):
-    """CREATE INDEX CONCURRENTLY on PostgreSQL: no write lock on a live events table.
-    SQLite (the embedded set-up) has no such thing and needs none."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_forwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_backwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+from core.migration_operations import AddIndexOnline
 
 
 class Migration(migrations.Migration):

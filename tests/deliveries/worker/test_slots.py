@@ -8,7 +8,7 @@ from deliveries.worker.slots import Slots
 
 
 def make(**kwargs) -> Slots:
-    return Slots(**{"capacity": 10, "per_endpoint": 4, "claim_margin": 2, **kwargs})
+    return Slots(**{"capacity": 10, "per_endpoint": 4, **kwargs})
 
 
 def test_it_reserves_at_most_the_free_capacity() -> None:
@@ -25,7 +25,8 @@ def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
     verdict = slots.admit(["a"] * 5 + ["b"], reserved)
     assert verdict == [True] * 4 + [False, True]
     assert slots.in_flight == 5  # the refused one's reservation was freed
-    assert slots.busy() == {"a"}  # within the claim margin of its cap
+    assert slots.full() == {"a"}
+    assert (slots.room("a"), slots.room("b"), slots.room("c")) == (0, 3, 4)
 
 
 def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
@@ -33,18 +34,27 @@ def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
     slots.admit(["a", "a", "b"], slots.reserve(3))
     for endpoint in ["a", "b", "a"]:
         slots.release(endpoint)
-    assert slots.in_flight == 0 and slots.busy() == set()
+    assert slots.in_flight == 0 and slots.full() == set()
     assert slots.wait_idle(timeout=0.01)
 
 
-def test_a_busy_endpoint_dropping_below_its_ceiling_wakes_the_claims() -> None:
-    woken = []
-    slots = make(on_endpoint_room=lambda: woken.append(True))
+def test_an_endpoint_slot_is_free_when_the_request_ends_before_it_is_recorded() -> None:
+    slots = make()
     slots.admit(["a"] * 4, slots.reserve(4))
-    slots.release("a")  # 3 left: still at the ceiling (4 - 2 = 2)? no: above it
-    slots.release("a")  # 2 left: at the ceiling
-    assert woken == []
-    slots.release("a")  # 1 left: below it
+    slots.leave("a")
+    assert slots.room("a") == 1 and slots.in_flight == 4  # capacity waits for the record
+    slots.free()
+    assert slots.in_flight == 3
+
+
+def test_finished_requests_wake_the_claims_a_few_at_a_time() -> None:
+    woken = []
+    slots = make(capacity=100, per_endpoint=40, on_endpoint_room=lambda: woken.append(True))
+    slots.admit(["a"] * 40, slots.reserve(40))
+    for _ in range(9):
+        slots.leave("a")
+    assert woken == []  # one claim per 10 finished requests, not one per request
+    slots.leave("a")
     assert woken == [True]
 
 

@@ -1,0 +1,35 @@
+"""The endpoints with deliveries due, as the claim loop sees them.
+
+Looked up (claims.due_endpoints: one index probe per endpoint with pending deliveries)
+at most every REFRESH_SECONDS, so a claim costs no search for work. An endpoint a claim
+found with fewer due rows than it asked for is left out until the next look: nothing more
+is due there for now. Work that becomes due meanwhile waits at most REFRESH_SECONDS (a new
+event's wake-up names its deliveries, so it does not wait at all).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+from deliveries.fair_share import DueEndpoint
+from deliveries.services.claims import due_endpoints
+
+REFRESH_SECONDS = 0.2
+
+
+class DueEndpoints:
+    def __init__(self, refresh_seconds: float = REFRESH_SECONDS) -> None:
+        self._refresh_seconds = refresh_seconds
+        self._endpoints: list[DueEndpoint] = []
+        self._looked_at = float("-inf")
+
+    def current(self) -> list[DueEndpoint]:
+        if time.monotonic() - self._looked_at >= self._refresh_seconds:
+            self._endpoints = due_endpoints()
+            self._looked_at = time.monotonic()
+        return self._endpoints
+
+    def exhausted(self, endpoint_ids: Collection[str]) -> None:
+        if endpoint_ids:
+            self._endpoints = [e for e in self._endpoints if e.id not in endpoint_ids]
