@@ -4,14 +4,16 @@ With Redis each endpoint has a sorted set of the deliveries in flight to it, sco
 when their hold lapses (Redis's clock plus the delivery's lease): one script per claim
 batch drops lapsed members (a worker that died gives its slots back that way), then
 admits deliveries while the set is under the cap. A finished attempt removes its member.
-Without Redis (the embedded set-up, one worker) the worker's own per-endpoint slots
-enforce the same cap. If Redis does not answer, attempts are let through: a missed cap is
-better than a stalled queue.
+Without Redis (the embedded set-up, one worker) the same rules hold in this process
+(`_Local`: the same sets, leases and ramps, in memory). If Redis does not answer,
+attempts are let through: a missed cap is better than a stalled queue.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 
 import redis
@@ -73,12 +75,76 @@ _script: redis.commands.core.Script | None = None
 _room_script: redis.commands.core.Script | None = None
 
 
+class _Local:
+    """The rules of the scripts above for one process, when there is no Redis."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, float]] = {}  # endpoint -> delivery -> lapses at
+        self._ramps: dict[str, tuple[int, float]] = {}  # endpoint -> (cap, forgotten at)
+
+    def room(self, endpoint_id: str, cap: int) -> int:
+        now = time.monotonic()
+        held = self._held.get(endpoint_id, {})
+        for delivery_id in [d for d, until in held.items() if until <= now]:
+            del held[delivery_id]
+        ramp, forgotten_at = self._ramps.get(endpoint_id, (cap, float("inf")))
+        if forgotten_at <= now:
+            del self._ramps[endpoint_id]
+            ramp = cap
+        return max(0, min(cap, ramp) - len(held))
+
+    def rooms(self, endpoint_ids: Sequence[str], cap: int) -> dict[str, int]:
+        with self._lock:
+            return {e: self.room(e, cap) for e in endpoint_ids}
+
+    def acquire(
+        self, endpoint_ids: Sequence[str], delivery_ids: Sequence[str], cap: int, lease: float
+    ) -> list[bool]:
+        with self._lock:
+            verdict = []
+            for endpoint_id, delivery_id in zip(endpoint_ids, delivery_ids, strict=True):
+                ok = self.room(endpoint_id, cap) > 0
+                if ok:
+                    self._held.setdefault(endpoint_id, {})[delivery_id] = time.monotonic() + lease
+                verdict.append(ok)
+            return verdict
+
+    def release(self, finished: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            for endpoint_id, delivery_id in finished:
+                held = self._held.get(endpoint_id)
+                if held is not None:
+                    held.pop(delivery_id, None)
+                    if not held:
+                        del self._held[endpoint_id]
+
+    def ramp_start(self, endpoint_id: str) -> None:
+        with self._lock:
+            self._ramps[endpoint_id] = (RAMP_START, time.monotonic() + RAMP_SECONDS)
+
+    def ramp_grow(self, endpoint_ids: Sequence[str], cap: int) -> None:
+        with self._lock:
+            for endpoint_id in endpoint_ids:
+                if endpoint_id in self._ramps:
+                    ramp = self._ramps[endpoint_id][0] * 2
+                    if ramp >= cap:
+                        del self._ramps[endpoint_id]
+                    else:
+                        self._ramps[endpoint_id] = (ramp, time.monotonic() + RAMP_SECONDS)
+
+
+_local = _Local()
+
+
 def rooms(*, endpoint_ids: Sequence[str]) -> dict[str, int]:
     """How many more attempts each endpoint may have in flight across the cluster now
     (one round trip for them all); the cap itself without Redis or if it does not answer."""
     cap = settings.HOMING_ENDPOINT_CONCURRENCY
-    if not endpoint_ids or not settings.REDIS_URL:
-        return dict.fromkeys(endpoint_ids, cap)
+    if not settings.REDIS_URL:
+        return _local.rooms(endpoint_ids, cap)
+    if not endpoint_ids:
+        return {}
     global _room_script
     try:
         if _room_script is None:
@@ -97,8 +163,12 @@ def acquire(
     *, endpoint_ids: Sequence[str], delivery_ids: Sequence[str], lease_seconds: float
 ) -> list[bool]:
     """For each delivery about to be sent to `endpoint_ids[i]`: may it go now?"""
-    if not delivery_ids or not settings.REDIS_URL:
-        return [True] * len(delivery_ids)
+    if not settings.REDIS_URL:
+        return _local.acquire(
+            endpoint_ids, delivery_ids, settings.HOMING_ENDPOINT_CONCURRENCY, lease_seconds
+        )
+    if not delivery_ids:
+        return []
     global _script
     try:
         if _script is None:
@@ -119,7 +189,10 @@ def release(*, endpoint_id: str, delivery_id: str) -> None:
 
 def release_many(*, finished: Sequence[tuple[str, str]]) -> None:
     """These (endpoint, delivery) attempts are over: one round trip for them all."""
-    if not finished or not settings.REDIS_URL:
+    if not settings.REDIS_URL:
+        _local.release(finished)
+        return
+    if not finished:
         return
     members: dict[str, list[str]] = {}
     for endpoint_id, delivery_id in finished:
@@ -136,11 +209,17 @@ def release_many(*, finished: Sequence[tuple[str, str]]) -> None:
 
 def ramp_start(*, endpoint_id: str) -> None:
     """A recovered endpoint starts at RAMP_START in flight rather than the full cap."""
+    if not settings.REDIS_URL:
+        _local.ramp_start(endpoint_id)
+        return
     _ramp(lambda client: client.set(RAMP_KEY.format(endpoint_id), RAMP_START, ex=RAMP_SECONDS))
 
 
 def ramp_grow(*, endpoint_ids: list[str]) -> None:
     """Successes double a ramping endpoint's cap; at the full cap the ramp ends."""
+    if not settings.REDIS_URL:
+        _local.ramp_grow(endpoint_ids, settings.HOMING_ENDPOINT_CONCURRENCY)
+        return
 
     def grow(client: redis.Redis) -> None:
         keys = [RAMP_KEY.format(e) for e in endpoint_ids]
@@ -156,8 +235,6 @@ def ramp_grow(*, endpoint_ids: list[str]) -> None:
 
 
 def _ramp(action) -> None:  # type: ignore[no-untyped-def]
-    if not settings.REDIS_URL:
-        return
     try:
         action(redis_client())
     except (redis.RedisError, OSError):

@@ -1,5 +1,6 @@
 """HOMING_ENDPOINT_CONCURRENCY in Redis: a cap shared by workers, slots that come back
-when released or when their lease lapses, and a ramp for a recovered endpoint."""
+when released or when their lease lapses, and a ramp for a recovered endpoint. Without
+Redis (the embedded set-up) the same rules hold in the process: every test runs both."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from deliveries import concurrency
 
 
-@pytest.fixture
-def endpoint() -> str:
+@pytest.fixture(params=["redis", "in-process"])
+def endpoint(request, settings) -> str:
+    if request.param == "in-process":
+        settings.REDIS_URL = ""
     return f"ep_{uuid.uuid4().hex}"
 
 
@@ -60,3 +63,13 @@ def test_a_recovered_endpoint_ramps_up(endpoint, settings) -> None:
     for _ in range(4):
         concurrency.ramp_grow(endpoint_ids=[endpoint])
     assert admitted(60) == 50  # ramped out: the full cap
+
+
+def test_room_is_what_acquire_would_admit(endpoint, settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 5
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 5}
+    concurrency.acquire(endpoint_ids=[endpoint] * 3, delivery_ids=["a", "b", "c"], lease_seconds=60)
+    concurrency.ramp_start(endpoint_id=endpoint)  # a recovered endpoint: 2 at first
+    assert concurrency.rooms(endpoint_ids=[endpoint, "ep_idle"]) == {endpoint: 0, "ep_idle": 5}
+    concurrency.release_many(finished=[(endpoint, "a"), (endpoint, "b")])
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 1}
