@@ -30,6 +30,7 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,9 @@ OWN_HEADERS = frozenset(
 MAX_LINE_SIZE = 8190
 MAX_FIELD_SIZE = 8190
 KEEPALIVE_SECONDS = 15.0  # idle keep-alive connections are closed after this
+# Threads for DNS lookups per process: distinct hosts looked up at once. asyncio's default
+# pool has min(32, cores + 4): six hosts with hanging DNS stalled every new connection.
+DNS_THREADS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +80,39 @@ class AddressBlocked(Exception):
 
 class _PublicResolver(AbstractResolver):
     """Resolves a host, refuses it if any address is not public, and returns exactly the
-    addresses it checked: the connector connects to those, with no second lookup."""
+    addresses it checked: the connector connects to those, with no second lookup.
+
+    Lookups block a thread for as long as the host's DNS takes (the attempt's deadline
+    ends the wait, not the lookup), so a receiver with slow DNS must not take the threads
+    every other endpoint needs: lookups run in a pool of their own (DNS_THREADS), and
+    concurrent lookups of one host share one thread.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(DNS_THREADS, thread_name_prefix="homing-dns")
+        self._pending: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
+
+    def _lookup(self, host: str, port: int) -> asyncio.Future[list[str]]:
+        key = (host, port)
+        future = self._pending.get(key)
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self._pool, network.resolve_addresses, host, port)
+            self._pending[key] = future
+            future.add_done_callback(lambda done: self._forget(key, done))
+        return future
+
+    def _forget(self, key: tuple[str, int], done: asyncio.Future[list[str]]) -> None:
+        self._pending.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: waiters that timed out may be gone
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        loop = asyncio.get_running_loop()
         try:
-            addresses = await loop.run_in_executor(None, network.resolve_addresses, host, port)
+            # Shielded: one waiter reaching its deadline must not cancel the others' lookup.
+            addresses = await asyncio.shield(self._lookup(host, port))
         except (OSError, UnicodeError) as exc:
             raise OSError(f"cannot resolve {host}: {exc}") from exc
         reason = network.blocked_reason(host, addresses)
@@ -102,7 +131,7 @@ class _PublicResolver(AbstractResolver):
         ]
 
     async def close(self) -> None:
-        return None
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Sender:

@@ -14,6 +14,7 @@ import pytest
 from deliveries import sender as sender_module
 from deliveries.retry import ErrorKind
 from deliveries.sender import Sender
+from tests.receivers import Receiver
 
 TIMEOUT = 1.0
 MARGIN = 1.0  # generous: the machine is shared
@@ -148,3 +149,41 @@ def test_hanging_attempts_cost_coroutines_not_threads(listener) -> None:
         sender.close()
     assert all(r.status_code is None for r in results)
     assert threading.active_count() - threads_before < 50
+
+
+def test_hosts_with_hanging_dns_do_not_stall_lookups_of_other_hosts(monkeypatch) -> None:
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int | None = None) -> list[str]:
+        lookups.append(host)
+        if host.startswith("hanging-"):
+            time.sleep(3)
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr(sender_module.network, "resolve_addresses", resolve)
+    monkeypatch.setattr(sender_module.network, "blocked_reason", lambda host, addresses: None)
+    receiver = Receiver().start()
+    guarded = Sender(version="1", allow_private_networks=False)
+    try:
+        # 20 hanging hosts, 10 attempts each: more than asyncio's default pool has threads.
+        hanging = [
+            asyncio.run_coroutine_threadsafe(
+                guarded.post(
+                    url=f"http://hanging-{n % 20}.example/hook", body=b"{}", headers={}, timeout=2
+                ),
+                guarded.loop,
+            )
+            for n in range(200)
+        ]
+        time.sleep(0.2)
+        healthy = receiver.url.replace("127.0.0.1", "healthy.example")
+        result, took = timed_post(guarded, healthy)
+        assert result.status_code == 200 and took < 0.5
+        assert all(f.result(timeout=5).error_kind is ErrorKind.TIMEOUT for f in hanging)
+    finally:
+        guarded.close()
+        receiver.stop()
+    # One lookup per hanging host, shared by its ten attempts.
+    assert sorted(h for h in lookups if h.startswith("hanging-")) == sorted(
+        f"hanging-{n}.example" for n in range(20)
+    )
