@@ -30,6 +30,10 @@ class DueEndpoints:
             self._looked_at = time.monotonic()
         return self._endpoints
 
+    def look_again(self) -> None:
+        """The next `current()` looks in the database (a wake-up message came)."""
+        self._looked_at = float("-inf")
+
     def exhausted(self, endpoint_ids: Collection[str]) -> None:
         if endpoint_ids:
             self._endpoints = [e for e in self._endpoints if e.id not in endpoint_ids]

@@ -138,14 +138,8 @@ class Worker:
         while not self._stopping.is_set():
             woken = self._woken.wait(IDLE_POLL_SECONDS)
             self._woken.clear()
-            with self._lock:
-                message, self._message = self._message, False
             try:
-                if message:
-                    # Before claiming, so a wake-up skipped while the doorbell was up
-                    # is covered by the claims below (see queue.py).
-                    wakeups.doorbell_answered()
-                elif not woken and not deliveries_due_exist():
+                if not self._answer_message() and not woken and not deliveries_due_exist():
                     continue
                 while not self._stopping.is_set() and self._claim_and_send():
                     pass
@@ -157,8 +151,21 @@ class Worker:
                 logger.exception("claiming deliveries failed; retrying")
                 self._stopping.wait(ERROR_PAUSE_SECONDS)
 
+    def _answer_message(self) -> bool:
+        """If a wake-up message came, let the next commit ring the doorbell again and look
+        for due endpoints afresh: the claims that follow then cover every wake-up skipped
+        while the doorbell was up (see queue.py). Checked before every claim, so a worker
+        busy with a backlog does not leave the doorbell up and new events unannounced."""
+        with self._lock:
+            message, self._message = self._message, False
+        if message:
+            wakeups.doorbell_answered()
+            self.due.look_again()
+        return message
+
     def _claim_and_send(self) -> bool:
         """Claim one batch and start its attempts; True when more work is likely due."""
+        self._answer_message()
         policy = current_policy()
         self._release_finished_in_cluster()
         reserved = self.slots.reserve(BATCH_SIZE, at_least=MIN_RESERVATION, timeout=1.0)
@@ -185,7 +192,8 @@ class Worker:
             self.slots.cancel(reserved)
             raise
         self._rotation += 1
-        self.due.exhausted(claim.exhausted)
+        if not first_only:  # a first-only claim finds retries-only endpoints short
+            self.due.exhausted(claim.exhausted)
         claimed = claim.deliveries
         retries = sum(1 for c in claimed if c.attempts_in_schedule > 1)
         self.budget.claimed(
