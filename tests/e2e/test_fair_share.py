@@ -24,7 +24,7 @@ BATCH = 1_000  # events per POST /events/batch (HOMING_MAX_BATCH_EVENTS)
 QUIET_EVENTS = 40
 PACE = 0.15  # seconds between the quiet tenant's events: 6 s of them
 START_P99 = 2.0  # seconds, the contract's start time under load
-PATIENCE = 10.0  # seconds after the last quiet event before one counts as lost
+PATIENCE = 6.0  # seconds after the last quiet event before one counts as lost
 
 
 def queue_backlog(actor) -> None:
@@ -88,7 +88,8 @@ def test_a_deep_backlog_does_not_delay_another_tenants_events(
     figures = (
         f"quiet tenant ({'woken' if announced else 'unannounced'}): start p99 "
         f"{p99(delays):.2f}s, median {delays[len(delays) // 2]:.2f}s; {lost} of {len(delays)} "
-        f"not seen within {PATIENCE:.0f}s (the others within {max(seen, default=0):.2f}s); "
+        f"not seen within {PATIENCE:.0f}s (slowest seen "
+        f"{', '.join(f'{d:.2f}' for d in seen[-4:])}); "
         f"the busy tenant had {busy_done} of "
         f"{BUSY_EVENTS * BUSY_ENDPOINTS} delivered when the last quiet one arrived"
     )

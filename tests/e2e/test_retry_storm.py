@@ -31,7 +31,7 @@ QUIET_EVENTS = 40
 PACE = 0.15  # seconds between the healthy tenant's events
 BURST = 1_000  # first attempts queued at once, to watch the share while they wait
 START_P99 = 2.0
-PATIENCE = 15.0  # seconds after the last post before an event counts as lost
+PATIENCE = 10.0  # seconds after the last post before an event counts as lost
 # The share is the workers' over their recent claims; at the receivers, attempts
 # claimed just before the window and the edges of it blur it a little.
 SHARE_MARGIN = 0.1
@@ -67,11 +67,11 @@ def test_a_retry_storm_does_not_starve_first_attempts(alice, bob, homing, receiv
     response = alice.client.post("/api/v1/events/batch", {"events": storm}, format="json")
     assert response.status_code == 202, response.content
 
-    def storm_is_on() -> bool:  # every delivery has failed once, and retries pour in
-        firsts, retries = sends_between(failing, 0, time.time())
-        return firsts == FAILING_ENDPOINTS * STORM_EVENTS and retries >= 1_000
-
-    wait_until(storm_is_on, timeout=40, message="the storm did not get going")
+    wait_until(
+        lambda: sends_between(failing, 0, time.time())[1] >= 1_000,
+        timeout=40,
+        message="the storm did not get going",
+    )
 
     # 1. A trickle of new events through the real API starts in time.
     trickle_from = time.time()
@@ -82,13 +82,11 @@ def test_a_retry_storm_does_not_starve_first_attempts(alice, bob, homing, receiv
     _, trickle_retries = sends_between(failing, trickle_from, trickle_to)
     retry_rate = trickle_retries / (trickle_to - trickle_from)
     trickle = (
-        f"trickle: start p99 {p99(delays):.2f}s, median {sorted(delays)[len(delays) // 2]:.2f}s, "
+        f"trickle: start p99 {p99(delays):.2f}s, median {sorted(delays)[len(delays) // 2]:.2f}s "
+        f"(slowest {', '.join(f'{d:.2f}' for d in sorted(delays)[-4:])}), "
         f"beside {retry_rate:.0f} retries/s at the failing endpoints"
     )
     print(trickle)
-    assert p99(delays) <= START_P99, trickle
-    # The storm was real: retries kept flowing while the trickle went through.
-    assert retry_rate >= 100, trickle
 
     # 2. A burst of first attempts: while they wait, retries keep to the budget.
     burst = [{"type": "quiet.x", "data": {"n": n}} for n in range(BURST)]
@@ -112,5 +110,8 @@ def test_a_retry_storm_does_not_starve_first_attempts(alice, bob, homing, receiv
         f"(budget {BUDGET})"
     )
     print(figures)
+    assert p99(delays) <= START_P99, trickle
+    # The storm was real: retries kept flowing while the trickle went through.
+    assert retry_rate >= 100, trickle
     assert len(arrived) == BURST, figures
     assert share <= BUDGET + SHARE_MARGIN, figures
