@@ -1,0 +1,100 @@
+"""Fair share between tenants (CONTRACT section 4): while one tenant's backlog of 40,000
+deliveries on 20 fast endpoints drains through two worker processes, another tenant's
+new events still start within 2 s (p99), whether a wake-up message announces them or
+the workers' claims must find them among the due rows by themselves."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from tests.latency import first_sight, p99, paced, post_event, start_delays, wait_for_ids
+from tests.processes import wait_until
+from webhooks.models import Endpoint, Event, Tenant
+from webhooks.services.endpoints import endpoint_create
+
+pytestmark = pytest.mark.e2e
+
+BUSY_ENDPOINTS = 20
+BUSY_EVENTS = 2_000  # each to all 20 endpoints: 40,000 deliveries
+BATCH = 1_000  # events per POST /events/batch (HOMING_MAX_BATCH_EVENTS)
+QUIET_EVENTS = 40
+PACE = 0.15  # seconds between the quiet tenant's events: 6 s of them
+START_P99 = 2.0  # seconds, the contract's start time under load
+PATIENCE = 6.0  # seconds after the last quiet event before one counts as lost
+
+
+def queue_backlog(actor) -> None:
+    """The busy tenant's backlog, through the batch API (one statement per batch)."""
+    for first in range(0, BUSY_EVENTS, BATCH):
+        events = [{"type": "busy.x", "data": {"n": n}} for n in range(first, first + BATCH)]
+        response = actor.client.post("/api/v1/events/batch", {"events": events}, format="json")
+        assert response.status_code == 202, response.content
+
+
+def insert_due(tenant: Tenant, endpoint: Endpoint, n: int) -> str:
+    """An event and its due delivery written straight to the database, as if their
+    wake-up message were lost: only the claims' own search can find them."""
+    event = Event.objects.create(tenant=tenant, type="quiet.x", data={"n": n})
+    now = timezone.now()
+    Delivery.objects.create(
+        tenant=tenant,
+        event=event,
+        endpoint=endpoint,
+        next_attempt_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    return event.id
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["woken", "unannounced"])
+def test_a_deep_backlog_does_not_delay_another_tenants_events(
+    announced, alice, bob, homing, receiver_factory
+):
+    busy = [receiver_factory() for _ in range(BUSY_ENDPOINTS)]
+    for receiver in busy:
+        endpoint_create(tenant=alice.tenant, url=receiver.url)
+    quiet = receiver_factory()
+    quiet_endpoint = endpoint_create(tenant=bob.tenant, url=quiet.url)
+    queue_backlog(alice)
+    homing("worker")
+    homing("worker")
+    homing("scheduler")
+
+    wait_until(
+        lambda: sum(len(r.requests) for r in busy) >= 500,
+        timeout=40,
+        message="the busy tenant's backlog did not start draining",
+    )
+
+    def send(n: int) -> str:
+        if announced:  # the real API: committed, then a wake-up message
+            return post_event(bob, "quiet.x", n)
+        return insert_due(bob.tenant, quiet_endpoint, n)
+
+    accepted = paced(QUIET_EVENTS, PACE, send)
+    wait_for_ids(quiet, accepted, timeout=PATIENCE)
+
+    delays = sorted(start_delays(accepted, quiet))  # inf: never seen
+    seen = [d for d in delays if d != float("inf")]
+    lost = len(delays) - len(seen)
+    quiet_seen = first_sight(quiet)
+    last_quiet = max((quiet_seen[i] for i in accepted if i in quiet_seen), default=time.time())
+    busy_done = sum(1 for r in busy for at in first_sight(r).values() if at <= last_quiet)
+    figures = (
+        f"quiet tenant ({'woken' if announced else 'unannounced'}): start p99 "
+        f"{p99(delays):.2f}s, median {delays[len(delays) // 2]:.2f}s; {lost} of {len(delays)} "
+        f"not seen within {PATIENCE:.0f}s (slowest seen "
+        f"{', '.join(f'{d:.2f}' for d in seen[-4:])}); "
+        f"the busy tenant had {busy_done} of "
+        f"{BUSY_EVENTS * BUSY_ENDPOINTS} delivered when the last quiet one arrived"
+    )
+    print(figures)
+    assert not lost, figures
+    assert p99(delays) <= START_P99, figures
+    # The measurement shows contention only if the backlog was still there throughout.
+    assert busy_done < BUSY_EVENTS * BUSY_ENDPOINTS, figures
