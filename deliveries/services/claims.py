@@ -99,6 +99,7 @@ def deliveries_claim(
     rotation: int = 0,
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
+    retries_only: bool = False,
 ) -> list[Claimed]:
     """The deliveries of `deliveries_claim_fairly` (which see)."""
     return deliveries_claim_fairly(
@@ -110,6 +111,7 @@ def deliveries_claim(
         rotation=rotation,
         skip_endpoints=skip_endpoints,
         first_attempts_only=first_attempts_only,
+        retries_only=retries_only,
     ).deliveries
 
 
@@ -123,13 +125,14 @@ def deliveries_claim_fairly(
     rotation: int = 0,
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
+    retries_only: bool = False,
 ) -> Claim:
     """Claim up to `limit` due deliveries: one probe per open circuit whose time has
     come, then these `delivery_ids` if due and free, then rows of the `due` endpoints
     (queried here when not given) shared fairly between tenants (fair_share.py), at most
     `room(endpoint)` each. Never for `skip_endpoints` (full or throttled) nor for
-    endpoints whose circuit is not closed. `first_attempts_only`: no retries (the
-    worker's retry budget is spent)."""
+    endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
+    worker's retry budget (worker/budget.py) decides."""
     paused, probes = circuits_not_closed()
     rows: list[tuple[Any, ...]] = []
     for endpoint_id in probes[:limit]:
@@ -139,12 +142,14 @@ def deliveries_claim_fairly(
     if limit <= 0:
         return Claim(_with_events_and_endpoints(rows), set())
     skip = {*skip_endpoints, *paused}
-    firsts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
+    which_attempts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
+    if retries_only:
+        which_attempts = " AND attempt_count > schedule_offset"
     ids = list(dict.fromkeys(delivery_ids))[:limit]
     if ids:
         # Named by a wake-up: found by primary key, whatever their endpoint's backlog.
         skipped = sorted(skip)
-        condition = f"id IN ({_placeholders(ids)}){firsts}"
+        condition = f"id IN ({_placeholders(ids)}){which_attempts}"
         if skipped:
             condition += f" AND endpoint_id NOT IN ({_placeholders(skipped)})"
         rows += _claim_rows(condition, [*ids, *skipped], policy.lease_seconds, limit)
@@ -158,7 +163,7 @@ def deliveries_claim_fairly(
             room=lambda e: (limit if room is None else room(e)) - taken[e.id],
             rotation=rotation,
         )
-        by_endpoint = _claim_by_endpoint(shares, firsts, policy.lease_seconds)
+        by_endpoint = _claim_by_endpoint(shares, which_attempts, policy.lease_seconds)
         rows += by_endpoint
         got = Counter(row[3] for row in by_endpoint)
         exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
@@ -243,7 +248,7 @@ def _claim_rows(
 
 
 def _claim_by_endpoint(
-    shares: dict[str, int], firsts: str, lease_seconds: float
+    shares: dict[str, int], which_attempts: str, lease_seconds: float
 ) -> list[tuple[Any, ...]]:
     """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first."""
     if not shares:
@@ -251,7 +256,9 @@ def _claim_by_endpoint(
     if connection.vendor != "postgresql":  # the embedded set-up: one statement each
         rows = []
         for endpoint_id, share in shares.items():
-            rows += _claim_rows(f"endpoint_id = %s{firsts}", [endpoint_id], lease_seconds, share)
+            rows += _claim_rows(
+                f"endpoint_id = %s{which_attempts}", [endpoint_id], lease_seconds, share
+            )
         return rows
     # One statement for all: per endpoint a LATERAL walk of `delivery_endpoint_due`,
     # which stops after its share, however deep the backlog behind it.
@@ -260,7 +267,7 @@ def _claim_by_endpoint(
         CROSS JOIN LATERAL (
             SELECT id FROM {Delivery._meta.db_table}
             WHERE endpoint_id = share.endpoint_id AND status = 'pending'
-            AND next_attempt_at <= {{now}}{firsts}
+            AND next_attempt_at <= {{now}}{which_attempts}
             ORDER BY next_attempt_at LIMIT share.n{{skip_locked}}
         ) d
     """

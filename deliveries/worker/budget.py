@@ -2,9 +2,12 @@
 worker's sends, so a storm of failing endpoints retrying every second cannot starve
 first attempts to healthy endpoints.
 
-The worker notes what each claim took. While retries exceed the budget over the last
-WINDOW claimed attempts, its claims ask for first attempts only; a first-only claim
-that comes back short means none are waiting, and retries may fill the next claims.
+The worker notes what each claim took, and tells the budget whether first attempts are
+waiting: deliveries named by a wake-up, or an endpoint whose last claim gave first
+attempts, still had more due and may take more now (an endpoint at its own cap or rate
+limit is not held back by retries elsewhere, and must not hold them back either). While
+they wait, the next claim may take `retry_allowance()` retries: as many as keep retries
+within the share of the last WINDOW claimed attempts; none over it.
 """
 
 from __future__ import annotations
@@ -19,21 +22,17 @@ class RetryBudget:
     def __init__(self, share: float) -> None:
         self.share = share
         self._recent: deque[bool] = deque(maxlen=WINDOW)  # True: a retry
-        self._firsts_waiting = True
         self._lock = threading.Lock()
 
-    def first_attempts_only(self) -> bool:
-        """Whether the next claim should take first attempts only."""
+    def retry_allowance(self, *, firsts_waiting: bool) -> int | None:
+        """How many retries the next claim may take; None: as many as it likes."""
+        if not firsts_waiting or self.share >= 1:
+            return None
         with self._lock:
-            if not self._firsts_waiting or not self._recent or self.share >= 1:
-                return False
-            return sum(self._recent) > self.share * len(self._recent)
+            total, retries = len(self._recent), sum(self._recent)
+        # x more retries keep (retries + x) / (total + x) within the share.
+        return max(0, int((self.share * total - retries) / (1 - self.share)))
 
-    def claimed(self, *, retries: int, firsts: int, first_only: bool, short: bool) -> None:
-        """What a claim took; `short`: fewer than asked for (nothing more was due)."""
+    def claimed(self, *, retries: int, firsts: int) -> None:
         with self._lock:
             self._recent.extend([True] * retries + [False] * firsts)
-            if first_only:
-                self._firsts_waiting = not short
-            elif firsts:
-                self._firsts_waiting = True

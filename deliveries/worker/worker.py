@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -91,6 +92,7 @@ class Worker:
         )
         self.due = DueEndpoints()
         self._rotation = 0  # which tenant a claim serves first (fair_share.py)
+        self._with_firsts: set[str] = set()  # endpoints whose first attempts wait
         self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
@@ -175,33 +177,10 @@ class Worker:
             hints, self._hints = self._hints[:reserved], self._hints[reserved:]
             more_hints = bool(self._hints)
         try:
-            first_only = self.budget.first_attempts_only()
-            skip = self._throttled_endpoints()
-            due, room = self._due_with_room(reserved, skip)
-            claim = deliveries_claim_fairly(
-                delivery_ids=hints,
-                limit=reserved,
-                policy=policy,
-                due=due,
-                room=room,
-                rotation=self._rotation,
-                skip_endpoints=skip | self.slots.full(),
-                first_attempts_only=first_only,
-            )
+            claimed = self._claim(hints, reserved, policy)
         except BaseException:
             self.slots.cancel(reserved)
             raise
-        self._rotation += 1
-        if not first_only:  # a first-only claim finds retries-only endpoints short
-            self.due.exhausted(claim.exhausted)
-        claimed = claim.deliveries
-        retries = sum(1 for c in claimed if c.attempts_in_schedule > 1)
-        self.budget.claimed(
-            retries=retries,
-            firsts=len(claimed) - retries,
-            first_only=first_only,
-            short=len(claimed) < reserved,
-        )
         verdict = self.slots.admit([c.endpoint_id for c in claimed], reserved)
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
         over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
@@ -217,8 +196,45 @@ class Worker:
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
-        # A short first-only claim: no first attempt waits, so retries may go right away.
-        return len(claimed) == reserved or more_hints or first_only
+        return len(claimed) == reserved or more_hints
+
+    def _claim(self, hints: list[str], limit: int, policy: Policy) -> list[Claimed]:
+        """Claim fairly between tenants, within each endpoint's room and the retry budget:
+        while first attempts wait, retries get only their allowance (budget.py)."""
+        skip = self._throttled_endpoints()
+        due, room = self._due_with_room(limit, skip)
+        firsts_waiting = bool(hints) or any(e.id in self._with_firsts and room(e) > 0 for e in due)
+        allowance = self.budget.retry_allowance(firsts_waiting=firsts_waiting)
+        self._rotation += 1
+        claim = deliveries_claim_fairly(
+            delivery_ids=hints,
+            limit=limit,
+            policy=policy,
+            due=due,
+            room=room,
+            rotation=self._rotation,
+            skip_endpoints=skip | self.slots.full(),
+            first_attempts_only=allowance is not None,
+        )
+        claimed = claim.deliveries
+        if allowance is None:
+            self.due.exhausted(claim.exhausted)  # nothing more due there for now
+        elif allowance and len(claimed) < limit:
+            taken = Counter(c.endpoint_id for c in claimed)
+            claimed += deliveries_claim_fairly(
+                delivery_ids=[],
+                limit=min(allowance, limit - len(claimed)),
+                policy=policy,
+                due=due,
+                room=lambda e: room(e) - taken[e.id],
+                rotation=self._rotation,
+                skip_endpoints=skip,
+                retries_only=True,
+            ).deliveries
+        firsts = [c.endpoint_id for c in claimed if c.attempts_in_schedule == 1]
+        self._with_firsts = (self._with_firsts | set(firsts)) - claim.exhausted
+        self.budget.claimed(retries=len(claimed) - len(firsts), firsts=len(firsts))
+        return claimed
 
     def _within_cluster_cap(self, deliveries: list[Claimed], policy: Policy) -> list[Claimed]:
         """Those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py);

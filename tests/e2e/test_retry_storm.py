@@ -26,6 +26,10 @@ STORM_ENV = {
     # Circuits stay closed and nothing is deactivated: only the budget holds retries back.
     "HOMING_CIRCUIT_FAILURES": "1000000",
     "HOMING_RETRY_BUDGET": str(BUDGET),
+    # First attempts held back by their own endpoint's cap are not waiting on retries
+    # (CONTRACT section 4): a cap the healthy endpoint never reaches here, so its burst
+    # waits on the workers alone and the budget is what decides.
+    "HOMING_ENDPOINT_CONCURRENCY": "400",
 }
 QUIET_EVENTS = 40
 PACE = 0.15  # seconds between the healthy tenant's events

@@ -8,21 +8,22 @@ from deliveries.services.claims import deliveries_claim
 from deliveries.worker.budget import RetryBudget
 
 
-def test_over_budget_it_asks_for_first_attempts_until_none_wait() -> None:
+def test_while_first_attempts_wait_retries_get_only_what_keeps_them_within_the_share() -> None:
     budget = RetryBudget(0.2)
-    assert not budget.first_attempts_only()
-    budget.claimed(retries=40, firsts=60, first_only=False, short=False)
-    assert budget.first_attempts_only()  # 40 % retries > 20 %
-    budget.claimed(retries=0, firsts=100, first_only=True, short=False)
-    assert not budget.first_attempts_only()  # 20 % of the last 200: within
-    budget.claimed(retries=50, firsts=0, first_only=False, short=False)
-    assert budget.first_attempts_only()
-    budget.claimed(retries=0, firsts=3, first_only=True, short=True)  # no more firsts due
-    assert not budget.first_attempts_only()
-    budget.claimed(retries=50, firsts=0, first_only=False, short=False)
-    assert not budget.first_attempts_only()  # still none waiting: retries go on
-    budget.claimed(retries=10, firsts=5, first_only=False, short=False)  # firsts again
-    assert budget.first_attempts_only()
+    assert budget.retry_allowance(firsts_waiting=True) == 0  # nothing sent yet
+    budget.claimed(retries=0, firsts=80)
+    assert budget.retry_allowance(firsts_waiting=True) == 20  # 20 of 100 = the share
+    budget.claimed(retries=20, firsts=0)
+    assert budget.retry_allowance(firsts_waiting=True) == 0
+    budget.claimed(retries=0, firsts=40)
+    assert budget.retry_allowance(firsts_waiting=True) == 10  # 30 of 150
+
+
+def test_with_no_first_attempt_waiting_retries_are_not_held_back() -> None:
+    budget = RetryBudget(0.2)
+    budget.claimed(retries=200, firsts=0)
+    assert budget.retry_allowance(firsts_waiting=False) is None
+    assert RetryBudget(1).retry_allowance(firsts_waiting=True) is None
 
 
 def test_a_first_attempts_only_claim_leaves_retries_waiting(alice) -> None:
@@ -36,3 +37,13 @@ def test_a_first_attempts_only_claim_leaves_retries_waiting(alice) -> None:
     )
     assert len(claimed) == 2 and not {c.id for c in claimed} & set(retries)
     assert all(c.attempts_in_schedule == 1 for c in claimed)
+
+
+def test_a_retries_only_claim_leaves_first_attempts_waiting(alice) -> None:
+    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    for n in range(6):
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
+    retries = list(Delivery.objects.values_list("id", flat=True)[:4])
+    Delivery.objects.filter(pk__in=retries).update(attempt_count=2)
+    claimed = deliveries_claim(delivery_ids=[], limit=3, policy=current_policy(), retries_only=True)
+    assert len(claimed) == 3 and {c.id for c in claimed} <= set(retries)
