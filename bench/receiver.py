@@ -10,10 +10,14 @@ orchestrator's.
 
 Control routes (answered by the same server, never recorded):
 - GET /_count  -> `<number of webhook requests recorded>`
-- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds}
+- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds, "hung": n}
 - POST /_reset -> forget everything recorded so far
 The first few webhook requests are kept whole (`samples`) so the orchestrator can check
 their signatures.
+
+A request to a path under `/hang` plays a hanging endpoint: the connection is accepted
+and the request read, but nothing is ever answered (the sender's timeout ends it). Such
+requests are counted (`hung` in the dump), not recorded.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ SAMPLES = 3
 
 records: list[tuple[str, float]] = []
 samples: list[dict] = []
+hung: list[float] = []  # when each request to /hang arrived
 
 
 def _answer(body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -48,10 +53,12 @@ def _control(path: bytes) -> bytes:
     if path.startswith(b"/_reset"):
         records.clear()
         samples.clear()
+        hung.clear()
         return _answer(b"0", b"text/plain")
     if path.startswith(b"/_dump"):
         cpu = sum(os.times()[:2])
-        return _answer(json.dumps({"records": records, "samples": samples, "cpu": cpu}).encode())
+        dump = {"records": records, "samples": samples, "cpu": cpu, "hung": len(hung)}
+        return _answer(json.dumps(dump).encode())
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
 
@@ -83,6 +90,9 @@ class Protocol(asyncio.Protocol):
             path = lines[0].split(b" ")[1] if b" " in lines[0] else b"/"
             if path.startswith(b"/_"):
                 self.transport.write(_control(path))  # type: ignore[attr-defined]
+                continue
+            if path.startswith(b"/hang"):
+                hung.append(time.monotonic())  # never answered: the sender's timeout ends it
                 continue
             records.append((webhook_id or "", time.monotonic()))
             if len(samples) < SAMPLES:
