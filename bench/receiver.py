@@ -1,6 +1,6 @@
 """A fast webhook receiver for the benchmark, run in its own process.
 
-    python -m bench.receiver PORT
+    python -m bench.receiver PORT [PORT ...]
 
 Raw asyncio HTTP/1.1 with keep-alive (the same approach as bench/http_clients.py):
 it parses just enough to find the end of each request (Content-Length) and the
@@ -17,7 +17,9 @@ their signatures.
 
 A request to a path under `/hang` plays a hanging endpoint: the connection is accepted
 and the request read, but nothing is ever answered (the sender's timeout ends it). Such
-requests are counted (`hung` in the dump), not recorded.
+requests are counted (`hung` in the dump), not recorded. Every PORT given is served the
+same way (one record for all): a sender pools connections per host and port, so an
+endpoint on a port of its own looks like another host to it.
 """
 
 from __future__ import annotations
@@ -104,12 +106,14 @@ class Protocol(asyncio.Protocol):
             self.transport.write(OK)  # type: ignore[attr-defined]
 
 
-async def serve(port: int) -> None:
+async def serve(ports: list[int]) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Protocol, "127.0.0.1", port, backlog=1024)
-    print(f"receiver listening on 127.0.0.1:{port}", flush=True)
-    await server.serve_forever()
+    servers = [
+        await loop.create_server(Protocol, "127.0.0.1", port, backlog=1024) for port in ports
+    ]
+    print(f"receiver listening on 127.0.0.1:{', '.join(map(str, ports))}", flush=True)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1])))
+    asyncio.run(serve([int(port) for port in sys.argv[1:]]))

@@ -73,8 +73,7 @@ def print_table(r: dict[str, Any]) -> None:
     phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
     for kind in ("delivery_backlog", "delivery_live"):
         phases += [(f"{kind.split('_')[1]}[{k}]", f) for k, f in r.get(kind, {}).items()]
-    iso_runs = r.get("isolation", {})
-    phases += [(f"isolation[{k}]", f) for k, f in iso_runs.items() if k.endswith("_hanging")]
+    phases += [(f"isolation[{f['label']}]", f) for f in r.get("isolation", {}).get("runs", [])]
     if "rate_limit" in r:
         phases.append(("rate-limit", r["rate_limit"]))
     for name, f in phases:
@@ -129,27 +128,38 @@ def _flow(r: dict[str, Any], add: Any) -> None:
     """Flow control: a hanging endpoint's cost to healthy ones, and rate-limit precision."""
     iso = r.get("isolation")
     if iso:
-        a, b = iso["without_hanging"], iso["with_hanging"]
-        capped = "" if a["complete"] and b["complete"] else " (time cap hit)"
-        add(
-            f"ISOLATION: healthy del/s, 1 hanging endpoint in {iso['healthy_endpoints'] + 1}"
-            f" [{iso['workers']}w]",
-            f"ratio {iso['ratio']}  (with {b['healthy_deliveries_per_s']} / without "
-            f"{a['healthy_deliveries_per_s']} del/s; {iso['healthy_endpoints']} x "
-            f"{iso['events']} events; {b['hanging_requests']} hung requests, timeout "
-            f"{iso['delivery_timeout_s']:g} s; from launch {iso['ratio_from_launch']}, first "
-            f"receipt {a['seconds_launch_to_first']} / {b['seconds_launch_to_first']} s){capped}"
-            f"  dup {a['duplicates'] + b['duplicates']} missing {a['missing'] + b['missing']}",
-            ">= 0.95",
-        )
+        runs = iso["runs"]
+        capped = "" if all(run["complete"] for run in runs) else " (time cap hit)"
+        dup = sum(run["duplicates"] for run in runs)
+        missing = sum(run["missing"] for run in runs)
+        for name, where in (("", "on another port"), ("_same_host", "same host:port")):
+            if iso[f"ratio{name}"] is None:
+                continue
+            rates = ", ".join(
+                f"{run['label']} {run['deliveries_per_s']:.0f}"
+                for run in runs
+                if run["label"].startswith(("without", "with_same_host" if name else "with-"))
+            )
+            add(
+                f"ISOLATION: 1 hanging endpoint in {iso['healthy_endpoints'] + 1}, {where}"
+                f" [{iso['workers']}w]",
+                f"ratio {iso[f'ratio{name}']}  (from launch {iso[f'ratio{name}_from_launch']};"
+                f" first receipt {iso[f'seconds_launch_to_first{name}']:.1f} s vs "
+                f"{iso['seconds_launch_to_first_without']:.1f} s; healthy del/s: {rates};"
+                f" {iso['healthy_endpoints']} x {iso['events']} events, timeout "
+                f"{iso['delivery_timeout_s']:g} s){capped}  dup {dup} missing {missing}",
+                ">= 0.95" if not name else "",
+            )
     rl = r.get("rate_limit")
     if rl:
         limit = rl["rate_limit"]
         add(
             f"RATE LIMIT {limit}/s at the receiver [{rl['workers']}w]",
-            f"max {rl['max_in_1s_window']} in any 1 s window  mean {rl['mean_rate']}/s "
-            f"({rl['mean_rate_share_of_limit']:.0%} of limit)  gaps p50 {rl['gap_p50_ms']} "
-            f"p99 {rl['gap_p99_ms']} min {rl['gap_min_ms']} ms (1/rate {rl['interval_ms']})"
+            f"max {rl['max_in_1s_window']} in any 1 s window ({rl['windows_over_limit']} over)"
+            f"  mean {rl['mean_rate']}/s "
+            f"({rl['mean_rate_share_of_limit']:.0%} of limit)  gaps p1 {rl['gap_p1_ms']} p50 "
+            f"{rl['gap_p50_ms']} p99 {rl['gap_p99_ms']} min {rl['gap_min_ms']} ms"
+            f" (1/rate {rl['interval_ms']})"
             f"  {rl['unique_seen']}/{rl['accepted']}{'' if rl['complete'] else ' (time cap hit)'}"
             f"  dup {rl['duplicates']}",
             f"<= {limit} in any 1 s, evenly spaced",

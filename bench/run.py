@@ -145,9 +145,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--only-flow", action="store_true", help="run only the isolation and rate-limit steps"
     )
     parser.add_argument(
-        "--isolation-events", type=int, help="backlog of each isolation run (1500; quick 500)"
+        "--isolation-events", type=int, help="backlog of each isolation run (800; quick 300)"
     )
     parser.add_argument("--isolation-workers", type=int, default=2, help="isolation runs")
+    parser.add_argument(
+        "--isolation-pairs",
+        type=int,
+        help="runs without + with the hanging endpoint (1; 2 runs A B B A)",
+    )
     parser.add_argument(
         "--hang-timeout",
         type=float,
@@ -164,7 +169,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.paced_seconds = 5 if args.quick else 10
     args.events = args.events or (2000 if args.quick else 10000)
     args.latency_seconds = args.latency_seconds or (10 if args.quick else 20)
-    args.isolation_events = args.isolation_events or (500 if args.quick else 1500)
+    args.isolation_events = args.isolation_events or (300 if args.quick else 800)
+    args.isolation_pairs = args.isolation_pairs or 1
     args.rate_limit_seconds = args.rate_limit_seconds or (5 if args.quick else 10)
     args.rate_limit_workers = args.rate_limit_workers or (2 if args.quick else 3)
     args.ceiling_requests = 2000 if args.quick else 6000

@@ -350,11 +350,22 @@ class Stack:
         say("migrating a fresh database")
         self.manage("migrate", "--noinput")
         self.api_key, self.auth = self.create_tenant("bench")
-        self.receiver_port = free_port()
+        # The second port is another "host" for the senders' per-host pools (steps_flow).
+        self.receiver_port = self.other_host_port = free_port()
+        while self.other_host_port == self.receiver_port:
+            self.other_host_port = free_port()
         self.receiver_proc = self.start(
-            "receiver", [sys.executable, "-m", "bench.receiver", str(self.receiver_port)]
+            "receiver",
+            [
+                sys.executable,
+                "-m",
+                "bench.receiver",
+                str(self.receiver_port),
+                str(self.other_host_port),
+            ],
         )
         wait_for_port(self.receiver_port, "the receiver")
+        wait_for_port(self.other_host_port, "the receiver")
         pg_pid = int((self.postgres.datadir / "postmaster.pid").read_text().split()[0])
         self.cpu_pids = {"postgres": pg_pid, "redis": self.redis.process.pid}  # type: ignore[union-attr]
         self.cpu_pids["receiver"] = self.receiver_proc.pid

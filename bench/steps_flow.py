@@ -29,57 +29,72 @@ class FlowSteps:
     # --- isolation ---------------------------------------------------------------------
 
     def isolation(self) -> None:
-        """Run A (nine healthy endpoints) and run B (the same nine plus one hanging), each
-        from a queued backlog of the same size; the ratio of their healthy rates."""
-        without = self._isolation_run(hanging=False)
-        with_hanging = self._isolation_run(hanging=True)
-        rate_a = without["healthy_deliveries_per_s"]
-        rate_b = with_hanging["healthy_deliveries_per_s"]
-        ratio = round(rate_b / rate_a, 3) if rate_a and rate_b else None
-        from_launch = (
-            with_hanging["healthy_deliveries_per_s_from_launch"]
-            / without["healthy_deliveries_per_s_from_launch"]
-        )
-        self.results["isolation"] = {
-            "ratio": ratio,
-            # The same counted from the workers' launch: start-up is in it, so it is
-            # noisier, but it also shows a hanging endpoint that delays the first receipt.
-            "ratio_from_launch": round(from_launch, 3),
+        """Nine healthy endpoints drain the same backlog without and with a hanging
+        tenth; the ratio of their healthy rates. Runs alternate A B B A (one pair in
+        --quick), so a machine that gets busier or quieter during the step weighs on
+        both sides alike. The hanging endpoint is on a port of its own (another host to
+        the senders' per-host pools, as another endpoint usually is); the full run adds
+        one run with it on the healthy endpoints' own host:port."""
+        other_host = f"http://127.0.0.1:{self.other_host_port}/hang/iso"
+        order = [None, other_host] + ([other_host, None] if self.args.isolation_pairs > 1 else [])
+        order += [None, other_host] * max(0, self.args.isolation_pairs - 2)
+        runs = [
+            self._isolation_run(f"{'with' if url else 'without'}-{i + 1}", url)
+            for i, url in enumerate(order)
+        ]
+        if not self.args.quick:
+            same_host = f"http://127.0.0.1:{self.receiver_port}/hang/iso"
+            runs.append(self._isolation_run("with_same_host", same_host))
+        figures: dict[str, Any] = {
             "target": 0.95,
             "healthy_endpoints": HEALTHY,
             "events": self.args.isolation_events,
             "workers": self.args.isolation_workers,
             "delivery_timeout_s": self.args.hang_timeout,
-            "without_hanging": without,
-            "with_hanging": with_hanging,
+            "pairs": self.args.isolation_pairs,
         }
+        without = [r for r in runs if r["label"].startswith("without")]
+        for name, group in (
+            ("", [r for r in runs if r["label"].startswith("with-")]),
+            ("_same_host", [r for r in runs if r["label"] == "with_same_host"]),
+        ):
+            # First to last receipt (the target), and from the workers' launch: start-up
+            # is in that one, but so is a first receipt the hang delayed.
+            for kind in ("", "_from_launch"):
+                key = f"deliveries_per_s{kind}"
+                figures[f"ratio{name}{kind}"] = _ratio(_mean(group, key), _mean(without, key))
+            figures[f"seconds_launch_to_first{name}"] = _mean(group, "seconds_launch_to_first")
+        figures["seconds_launch_to_first_without"] = _mean(without, "seconds_launch_to_first")
+        figures["runs"] = runs
+        self.results["isolation"] = figures
         say(
-            f"isolation: healthy {rate_b} del/s with 1 hanging endpoint in {HEALTHY + 1} / "
-            f"{rate_a} without = {ratio} (target >= 0.95)"
+            f"isolation: healthy deliveries/s with 1 hanging endpoint in {HEALTHY + 1} over "
+            f"without: {figures['ratio']} (target >= 0.95); with the hanging endpoint on the "
+            f"same host:port: {figures['ratio_same_host'] or 'not run (quick)'}"
         )
 
-    def _isolation_run(self, *, hanging: bool) -> dict[str, Any]:
-        label = "with" if hanging else "without"
-        _, auth = self.create_tenant(f"isolation-{label}-hanging")
-        base = f"http://127.0.0.1:{self.receiver_port}"
+    def _isolation_run(self, label: str, hang_url: str | None) -> dict[str, Any]:
+        _, auth = self.create_tenant(f"isolation-{label}")
         for k in range(HEALTHY):
-            self.create_endpoint(auth, url=f"{base}/hook/iso-{label}-{k}", event_types=[])
-        if hanging:
-            self.create_endpoint(auth, url=f"{base}/hang/iso", event_types=[])
+            self.create_endpoint(
+                auth, url=f"http://127.0.0.1:{self.receiver_port}/hook/iso-{label}-{k}"
+            )
+        if hang_url:
+            self.create_endpoint(auth, url=hang_url)
         n, workers = self.args.isolation_events, self.args.isolation_workers
         self.receiver("POST", "/_reset")
         say(
-            f"isolation run {label} the hanging endpoint: queueing {n} events x "
-            f"{HEALTHY + hanging} endpoints, then {workers} workers (delivery timeout "
-            f"{self.args.hang_timeout:g} s)"
+            f"isolation run [{label}]: queueing {n} events x {HEALTHY + bool(hang_url)} "
+            f"endpoints{f' (hanging: {hang_url})' if hang_url else ''}, then {workers} workers"
         )
         ids = self.queue_events(auth, n)
         # A short timeout so the hanging endpoint's attempts end within the run.
         with self.extra_env(HOMING_DELIVERY_TIMEOUT=f"{self.args.hang_timeout:g}"):
-            figures, dump = self._drain(f"isolation-{label}", workers, expected=HEALTHY * len(ids))
+            figures, dump = self._drain(workers, expected=HEALTHY * len(ids))
         received = Counter(webhook_id for webhook_id, _ in dump["records"])
         figures.update(
             {
+                "label": label,
                 "events": len(ids),
                 "healthy_expected": HEALTHY * len(ids),
                 "healthy_received": len(dump["records"]),
@@ -89,11 +104,10 @@ class FlowSteps:
                 "hanging_requests": dump["hung"],
             }
         )
-        figures["healthy_deliveries_per_s"] = figures.pop("per_s_first_to_last")
-        figures["healthy_deliveries_per_s_from_launch"] = figures.pop("per_s_from_launch")
         say(
-            f"isolation [{label} hanging]: {figures['healthy_deliveries_per_s']} healthy "
-            f"del/s (first->last receipt), {figures['healthy_received']}/"
+            f"isolation [{label}]: {figures['deliveries_per_s']} healthy del/s (first->last; "
+            f"{figures['deliveries_per_s_from_launch']}/s from launch, first receipt after "
+            f"{figures['seconds_launch_to_first']} s), {figures['healthy_received']}/"
             f"{figures['healthy_expected']}, hanging requests {dump['hung']}, duplicates "
             f"{figures['duplicates']}, missing {figures['missing']}; CPU %: "
             f"{fmt_cpu(figures['cpu_percent_of_one_core'])}"
@@ -115,9 +129,7 @@ class FlowSteps:
         self.receiver("POST", "/_reset")
         say(f"rate limit {limit}/s: queueing {n} events, then {workers} workers")
         ids = self.queue_events(auth, n)
-        figures, dump = self._drain(
-            "rate-limit", workers, expected=len(ids), timeout=2 * n / limit + 30
-        )
+        figures, dump = self._drain(workers, expected=len(ids), timeout=2 * n / limit + 30)
         times = sorted(t for _, t in dump["records"])
         figures.update(
             {
@@ -126,12 +138,13 @@ class FlowSteps:
                 **arrival_figures(times, limit),
             }
         )
-        figures.pop("per_s_first_to_last")
-        figures.pop("per_s_from_launch")
+        del figures["deliveries_per_s"], figures["deliveries_per_s_from_launch"]
         self.results["rate_limit"] = figures
         say(
             f"rate limit {limit}/s [{workers}w]: at most {figures['max_in_1s_window']} in any "
-            f"1 s window, mean {figures['mean_rate']}/s, gaps p50 {figures['gap_p50_ms']} ms "
+            f"1 s window ({figures['windows_over_limit']} windows over the limit, the worst "
+            f"{figures['worst_window_starts_s']} s in), mean {figures['mean_rate']}/s, gaps p50 "
+            f"{figures['gap_p50_ms']} ms "
             f"p99 {figures['gap_p99_ms']} ms min {figures['gap_min_ms']} ms "
             f"(1/rate {figures['interval_ms']} ms), {figures['unique_seen']}/{len(ids)} "
             f"received, duplicates {figures['duplicates']}"
@@ -155,7 +168,7 @@ class FlowSteps:
             return {i for batch in pool.map(post, range(0, n, QUEUE_BATCH)) for i in batch}
 
     def _drain(
-        self, label: str, workers: int, *, expected: int, timeout: float | None = None
+        self, workers: int, *, expected: int, timeout: float | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start the workers and the scheduler on a queued backlog, wait until the
         receiver has `expected` requests (or the time cap), stop them and clear what is
@@ -181,10 +194,10 @@ class FlowSteps:
             "workers": workers,
             "complete": complete,
             "left_undelivered_at_cap": leftover,
-            "per_s_first_to_last": round((len(times) - 1) / (last - first), 1)
+            "deliveries_per_s": round((len(times) - 1) / (last - first), 1)
             if last > first
             else None,
-            "per_s_from_launch": round(len(times) / (last - launched), 1),
+            "deliveries_per_s_from_launch": round(len(times) / (last - launched), 1),
             "seconds_launch_to_first": round(first - launched, 2),
             "seconds_first_to_last": round(last - first, 2),
             "cpu_percent_of_one_core": cpu,
@@ -194,17 +207,20 @@ class FlowSteps:
 def arrival_figures(times: list[float], limit: int) -> dict[str, Any]:
     """How a rate limit looked from the receiver: arrival times sorted, in seconds."""
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    # The tightest span holding limit + 1 arrivals: under 1 s means some 1-second
-    # window, wherever it starts, held more than the limit.
-    spans = [times[i + limit] - times[i] for i in range(len(times) - limit)]
+    counts = window_counts(times, 1.0)
+    worst = max(range(len(counts)), key=counts.__getitem__) if counts else None
     elapsed = times[-1] - times[0] if len(times) > 1 else 0.0
     mean = (len(times) - 1) / elapsed if elapsed else None
     return {
-        "max_in_1s_window": max_in_window(times, 1.0),
-        "tightest_span_of_limit_plus_1_s": round(min(spans), 3) if spans else None,
+        "max_in_1s_window": counts[worst] if worst is not None else 0,
+        # Windows (one starting at each arrival) that held more than the limit, and
+        # when the worst began, counted from the first arrival.
+        "windows_over_limit": sum(1 for c in counts if c > limit),
+        "worst_window_starts_s": round(times[worst] - times[0], 2) if worst else 0.0,
         "mean_rate": round(mean, 2) if mean else None,
         "mean_rate_share_of_limit": round(mean / limit, 3) if mean else None,
         "interval_ms": round(1e3 / limit, 1),
+        "gap_p1_ms": _ms(load.percentile(gaps, 1)),
         "gap_p50_ms": _ms(load.percentile(gaps, 50)),
         "gap_p99_ms": _ms(load.percentile(gaps, 99)),
         "gap_min_ms": _ms(min(gaps)) if gaps else None,
@@ -212,14 +228,25 @@ def arrival_figures(times: list[float], limit: int) -> dict[str, Any]:
     }
 
 
-def max_in_window(times: list[float], width: float) -> int:
-    """The most arrivals in any window [t, t + width) of sorted times (sliding)."""
-    most, start = 0, 0
-    for end, t in enumerate(times):
-        while t - times[start] >= width:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
+def window_counts(times: list[float], width: float) -> list[int]:
+    """For each of the sorted times, the arrivals in [t, t + width). The busiest window
+    anywhere holds as many as the busiest of these (slide it right to its first arrival)."""
+    counts, end = [], 0
+    for start, t in enumerate(times):
+        end = max(end, start)
+        while end < len(times) and times[end] - t < width:
+            end += 1
+        counts.append(end - start)
+    return counts
+
+
+def _mean(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [run[key] for run in runs if run[key] is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
 
 
 def _ms(seconds: float) -> float:
