@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import procs, stack, wrk
+from bench import procs, stack, steps_flow, wrk
 from bench.measure import Measure
 from bench.report import print_table
 from bench.stack import BenchError, Stack, say
@@ -137,42 +137,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-console", action="store_true", help="skip the console pages (seeds a big queue)"
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
-    flow = parser.add_mutually_exclusive_group()
-    flow.add_argument(
-        "--no-flow", action="store_true", help="skip the isolation and rate-limit steps"
-    )
-    flow.add_argument(
-        "--only-flow", action="store_true", help="run only the isolation and rate-limit steps"
-    )
-    parser.add_argument(
-        "--isolation-events", type=int, help="backlog of each isolation run (800; quick 300)"
-    )
-    parser.add_argument("--isolation-workers", type=int, default=2, help="isolation runs")
-    parser.add_argument(
-        "--isolation-pairs",
-        type=int,
-        help="runs without + with the hanging endpoint (1; 2 runs A B B A)",
-    )
-    parser.add_argument(
-        "--hang-timeout",
-        type=float,
-        default=5,
-        help="HOMING_DELIVERY_TIMEOUT (s) in the isolation runs: ends the hanging attempts",
-    )
-    parser.add_argument("--rate-limit", type=int, default=20, help="the endpoint's rate_limit")
-    parser.add_argument(
-        "--rate-limit-seconds", type=float, help="backlog, in seconds at the limit (10; quick 5)"
-    )
-    parser.add_argument("--rate-limit-workers", type=int, help="worker processes (3; quick 2)")
+    steps_flow.add_arguments(parser)
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)
     args.paced_seconds = 5 if args.quick else 10
     args.events = args.events or (2000 if args.quick else 10000)
     args.latency_seconds = args.latency_seconds or (10 if args.quick else 20)
-    args.isolation_events = args.isolation_events or (300 if args.quick else 800)
-    args.isolation_pairs = args.isolation_pairs or 1
-    args.rate_limit_seconds = args.rate_limit_seconds or (5 if args.quick else 10)
-    args.rate_limit_workers = args.rate_limit_workers or (2 if args.quick else 3)
+    steps_flow.fill_defaults(args)
     args.ceiling_requests = 2000 if args.quick else 6000
     args.raw_requests = 5000 if args.quick else 20000
     args.raw_threads = 16

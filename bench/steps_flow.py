@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import time
@@ -202,6 +203,48 @@ class FlowSteps:
             "seconds_first_to_last": round(last - first, 2),
             "cpu_percent_of_one_core": cpu,
         }, dump
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """This module's options of `python -m bench.run`."""
+    flow = parser.add_mutually_exclusive_group()
+    flow.add_argument(
+        "--no-flow", action="store_true", help="skip the isolation and rate-limit steps"
+    )
+    flow.add_argument(
+        "--only-flow", action="store_true", help="run only the isolation and rate-limit steps"
+    )
+    parser.add_argument(
+        "--isolation-events", type=int, help="backlog of each isolation run (800; quick 300)"
+    )
+    parser.add_argument(
+        "--isolation-workers", type=int, default=2, help="worker processes, isolation (2)"
+    )
+    parser.add_argument(
+        "--isolation-pairs",
+        type=int,
+        help="pairs of runs without/with the hanging endpoint (1; 2: A B B A)",
+    )
+    parser.add_argument(
+        "--hang-timeout",
+        type=float,
+        default=5,
+        help="HOMING_DELIVERY_TIMEOUT (s) in the isolation runs: ends the hanging attempts (5)",
+    )
+    parser.add_argument(
+        "--rate-limit", type=int, default=20, help="rate_limit of its endpoint (20)"
+    )
+    parser.add_argument(
+        "--rate-limit-seconds", type=float, help="backlog, in seconds at the limit (10; quick 5)"
+    )
+    parser.add_argument("--rate-limit-workers", type=int, help="worker processes (3; quick 2)")
+
+
+def fill_defaults(args: argparse.Namespace) -> None:
+    args.isolation_events = args.isolation_events or (300 if args.quick else 800)
+    args.isolation_pairs = args.isolation_pairs or 1
+    args.rate_limit_seconds = args.rate_limit_seconds or (5 if args.quick else 10)
+    args.rate_limit_workers = args.rate_limit_workers or (2 if args.quick else 3)
 
 
 def arrival_figures(times: list[float], limit: int) -> dict[str, Any]:
