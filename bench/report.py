@@ -137,6 +137,7 @@ def _flow(r: dict[str, Any], add: Any) -> None:
                 continue
             rates = ", ".join(
                 f"{run['label']} {run['deliveries_per_s']:.0f}"
+                f" ({run['worker_cpu_ms_per_delivery']:.2f} ms CPU)"
                 for run in runs
                 if run["label"].startswith(("without", "with_same_host" if name else "with-"))
             )
@@ -145,7 +146,8 @@ def _flow(r: dict[str, Any], add: Any) -> None:
                 f" [{iso['workers']}w]",
                 f"ratio {iso[f'ratio{name}']}  (from launch {iso[f'ratio{name}_from_launch']};"
                 f" first receipt {iso[f'seconds_launch_to_first{name}']:.1f} s vs "
-                f"{iso['seconds_launch_to_first_without']:.1f} s; healthy del/s: {rates};"
+                f"{iso['seconds_launch_to_first_without']:.1f} s; healthy del/s (worker CPU per"
+                f" delivery): {rates};"
                 f" {iso['healthy_endpoints']} x {iso['events']} events, timeout "
                 f"{iso['delivery_timeout_s']:g} s){capped}  dup {dup} missing {missing}",
                 ">= 0.95" if not name else "",

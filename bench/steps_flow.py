@@ -109,7 +109,8 @@ class FlowSteps:
             f"isolation [{label}]: {figures['deliveries_per_s']} healthy del/s (first->last; "
             f"{figures['deliveries_per_s_from_launch']}/s from launch, first receipt after "
             f"{figures['seconds_launch_to_first']} s), {figures['healthy_received']}/"
-            f"{figures['healthy_expected']}, hanging requests {dump['hung']}, duplicates "
+            f"{figures['healthy_expected']}, worker CPU {figures['worker_cpu_ms_per_delivery']} "
+            f"ms/delivery, hanging requests {dump['hung']}, duplicates "
             f"{figures['duplicates']}, missing {figures['missing']}; CPU %: "
             f"{fmt_cpu(figures['cpu_percent_of_one_core'])}"
         )
@@ -202,6 +203,15 @@ class FlowSteps:
             "seconds_launch_to_first": round(first - launched, 2),
             "seconds_first_to_last": round(last - first, 2),
             "cpu_percent_of_one_core": cpu,
+            # Worker CPU per delivery (start-up included): when it is the same in two runs
+            # and their rates differ, the difference is CPU the machine gave, not waiting.
+            "worker_cpu_ms_per_delivery": round(
+                10
+                * sum(v for k, v in cpu.items() if k.startswith("worker"))
+                * (finished - launched)
+                / max(len(dump["records"]), 1),
+                3,
+            ),
         }, dump
 
 
