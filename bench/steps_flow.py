@@ -18,6 +18,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
+
 from bench import load
 from bench.report import fmt_cpu
 from bench.stack import BenchError, event_body, say
@@ -175,6 +177,11 @@ class FlowSteps:
         """Start the workers and the scheduler on a queued backlog, wait until the
         receiver has `expected` requests (or the time cap), stop them and clear what is
         left. The receiver's dump and the timing figures."""
+        # Fresh statistics for the queued backlog, as the scheduler's periodic ANALYZE
+        # would give: otherwise the first run in a new database claims on the plans of
+        # an empty table and every later run is compared with a handicapped one.
+        with psycopg.connect(self._dsn(), autocommit=True) as conn:
+            conn.execute("ANALYZE")
         launched = time.monotonic()
         running = [*self.start_workers(workers), self.start_scheduler()]
         cpu0 = self._snap({**self.cpu_pids, **{p.name: p.pid for p in running}})
