@@ -38,6 +38,7 @@ class FlowSteps:
         both sides alike. The hanging endpoint is on a port of its own (another host to
         the senders' per-host pools, as another endpoint usually is); the full run adds
         one run with it on the healthy endpoints' own host:port."""
+        self.reset_backlog()  # nothing left by an earlier step may reach the receiver here
         other_host = f"http://127.0.0.1:{self.other_host_port}/hang/iso"
         order = [None, other_host] + ([other_host, None] if self.args.isolation_pairs > 1 else [])
         order += [None, other_host] * max(0, self.args.isolation_pairs - 2)
@@ -123,6 +124,7 @@ class FlowSteps:
     def rate_limit_precision(self) -> None:
         limit, workers = self.args.rate_limit, self.args.rate_limit_workers
         n = round(limit * self.args.rate_limit_seconds)
+        self.reset_backlog()
         _, auth = self.create_tenant("rate-limited")
         self.create_endpoint(
             auth,
