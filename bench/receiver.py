@@ -1,6 +1,6 @@
 """A fast webhook receiver for the benchmark, run in its own process.
 
-    python -m bench.receiver PORT
+    python -m bench.receiver PORT [PORT ...]
 
 Raw asyncio HTTP/1.1 with keep-alive (the same approach as bench/http_clients.py):
 it parses just enough to find the end of each request (Content-Length) and the
@@ -10,10 +10,16 @@ orchestrator's.
 
 Control routes (answered by the same server, never recorded):
 - GET /_count  -> `<number of webhook requests recorded>`
-- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds}
+- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds, "hung": n}
 - POST /_reset -> forget everything recorded so far
 The first few webhook requests are kept whole (`samples`) so the orchestrator can check
 their signatures.
+
+A request to a path under `/hang` plays a hanging endpoint: the connection is accepted
+and the request read, but nothing is ever answered (the sender's timeout ends it). Such
+requests are counted (`hung` in the dump), not recorded. Every PORT given is served the
+same way (one record for all): a sender pools connections per host and port, so an
+endpoint on a port of its own looks like another host to it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ SAMPLES = 3
 
 records: list[tuple[str, float]] = []
 samples: list[dict] = []
+hung: list[float] = []  # when each request to /hang arrived
 
 
 def _answer(body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -48,10 +55,12 @@ def _control(path: bytes) -> bytes:
     if path.startswith(b"/_reset"):
         records.clear()
         samples.clear()
+        hung.clear()
         return _answer(b"0", b"text/plain")
     if path.startswith(b"/_dump"):
         cpu = sum(os.times()[:2])
-        return _answer(json.dumps({"records": records, "samples": samples, "cpu": cpu}).encode())
+        dump = {"records": records, "samples": samples, "cpu": cpu, "hung": len(hung)}
+        return _answer(json.dumps(dump).encode())
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
 
@@ -84,6 +93,9 @@ class Protocol(asyncio.Protocol):
             if path.startswith(b"/_"):
                 self.transport.write(_control(path))  # type: ignore[attr-defined]
                 continue
+            if path.startswith(b"/hang"):
+                hung.append(time.monotonic())  # never answered: the sender's timeout ends it
+                continue
             records.append((webhook_id or "", time.monotonic()))
             if len(samples) < SAMPLES:
                 headers = {}
@@ -94,12 +106,14 @@ class Protocol(asyncio.Protocol):
             self.transport.write(OK)  # type: ignore[attr-defined]
 
 
-async def serve(port: int) -> None:
+async def serve(ports: list[int]) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Protocol, "127.0.0.1", port, backlog=1024)
-    print(f"receiver listening on 127.0.0.1:{port}", flush=True)
-    await server.serve_forever()
+    servers = [
+        await loop.create_server(Protocol, "127.0.0.1", port, backlog=1024) for port in ports
+    ]
+    print(f"receiver listening on 127.0.0.1:{', '.join(map(str, ports))}", flush=True)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1])))
+    asyncio.run(serve([int(port) for port in sys.argv[1:]]))

@@ -16,21 +16,24 @@ def print_table(r: dict[str, Any]) -> None:
         rows.append((name, value, target))
 
     _headline(r, add)
+    _flow(r, add)
     for label, f in r.get("ingestion", {}).items():
         flowing = "deliveries flowing" if label.startswith("live") else "no worker running"
         add(
             f"Ingestion POST /api/v1/events [{label}, {flowing}]",
             f"{f['rate']:.0f} ev/s  p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms",
         )
-    hello, django = r["gunicorn_hello"], r["django_trivial"]
+    hello, django = r.get("gunicorn_hello"), r.get("django_trivial")
     iso = next((f for k, f in r.get("ingestion", {}).items() if k.startswith("isolated")), None)
-    add("gunicorn ceiling (trivial WSGI app)", f"{hello['rate']:.0f} req/s")
-    add("Django trivial route (JSON 404, no DB)", f"{django['rate']:.0f} req/s")
-    if iso:
+    if hello:
+        add("gunicorn ceiling (trivial WSGI app)", f"{hello['rate']:.0f} req/s")
+    if django:
+        add("Django trivial route (JSON 404, no DB)", f"{django['rate']:.0f} req/s")
+    if iso and hello and django:
         share, of_django = iso["rate"] / hello["rate"], iso["rate"] / django["rate"]
         add("Ingestion / gunicorn ceiling", f"{share:.1%} (of Django route: {of_django:.1%})")
-    raw = r["raw_ceiling"]["rate"]
-    add("Raw ceiling: urllib3 16 thr -> receiver", f"{raw} req/s")
+    if "raw_ceiling" in r:
+        add("Raw ceiling: urllib3 16 thr -> receiver", f"{r['raw_ceiling']['rate']} req/s")
     aio = r.get("aiohttp_ceiling", {}).get("rate")
     if aio:
         add("aiohttp ceiling: one process -> receiver", f"{aio} req/s")
@@ -70,6 +73,9 @@ def print_table(r: dict[str, Any]) -> None:
     phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
     for kind in ("delivery_backlog", "delivery_live"):
         phases += [(f"{kind.split('_')[1]}[{k}]", f) for k, f in r.get(kind, {}).items()]
+    phases += [(f"isolation[{f['label']}]", f) for f in r.get("isolation", {}).get("runs", [])]
+    if "rate_limit" in r:
+        phases.append(("rate-limit", r["rate_limit"]))
     for name, f in phases:
         other.append(f"{name} {f['cpu_percent_of_one_core'].get('OTHER-processes', 0):.0f}")
     add("CPU % used by OTHER processes on the box", ", ".join(other), "~0 for clean figures")
@@ -115,6 +121,50 @@ def _headline(r: dict[str, Any], add: Any) -> None:
             f"INGESTION at {paced['rate_offered']:.0f} ev/s (paced)",
             f"p50 {paced['p50_ms']} ms  p99 {paced['p99_ms']} ms  errors {paced['errors']}",
             "p99 <= 50 ms",
+        )
+
+
+def _flow(r: dict[str, Any], add: Any) -> None:
+    """Flow control: a hanging endpoint's cost to healthy ones, and rate-limit precision."""
+    iso = r.get("isolation")
+    if iso:
+        runs = iso["runs"]
+        capped = "" if all(run["complete"] for run in runs) else " (time cap hit)"
+        dup = sum(run["duplicates"] for run in runs)
+        missing = sum(run["missing"] for run in runs)
+        for name, where in (("", "on another port"), ("_same_host", "same host:port")):
+            if iso[f"ratio{name}"] is None:
+                continue
+            rates = ", ".join(
+                f"{run['label']} {run['deliveries_per_s']:.0f}"
+                f" ({run['worker_cpu_ms_per_delivery']:.2f} ms CPU)"
+                for run in runs
+                if run["label"].startswith(("without", "with_same_host" if name else "with-"))
+            )
+            add(
+                f"ISOLATION: 1 hanging endpoint in {iso['healthy_endpoints'] + 1}, {where}"
+                f" [{iso['workers']}w]",
+                f"ratio {iso[f'ratio{name}']}  (from launch {iso[f'ratio{name}_from_launch']};"
+                f" first receipt {iso[f'seconds_launch_to_first{name}']:.1f} s vs "
+                f"{iso['seconds_launch_to_first_without']:.1f} s; healthy del/s (worker CPU per"
+                f" delivery): {rates};"
+                f" {iso['healthy_endpoints']} x {iso['events']} events, timeout "
+                f"{iso['delivery_timeout_s']:g} s){capped}  dup {dup} missing {missing}",
+                ">= 0.95" if not name else "",
+            )
+    rl = r.get("rate_limit")
+    if rl:
+        limit = rl["rate_limit"]
+        add(
+            f"RATE LIMIT {limit}/s at the receiver [{rl['workers']}w]",
+            f"max {rl['max_in_1s_window']} in any 1 s window ({rl['windows_over_limit']} over)"
+            f"  mean {rl['mean_rate']}/s "
+            f"({rl['mean_rate_share_of_limit']:.0%} of limit)  gaps p1 {rl['gap_p1_ms']} p50 "
+            f"{rl['gap_p50_ms']} p99 {rl['gap_p99_ms']} min {rl['gap_min_ms']} ms"
+            f" (1/rate {rl['interval_ms']})"
+            f"  {rl['unique_seen']}/{rl['accepted']}{'' if rl['complete'] else ' (time cap hit)'}"
+            f"  dup {rl['duplicates']}",
+            f"<= {limit} in any 1 s, evenly spaced",
         )
 
 

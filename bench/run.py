@@ -17,16 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-from bench import procs, stack, wrk
+from bench import procs, stack, steps_flow, wrk
 from bench.measure import Measure
 from bench.report import print_table
 from bench.stack import BenchError, Stack, say
 from bench.steps_delivery import DeliverySteps
+from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
 from bench.steps_web import WebSteps
 
 
-class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
+class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
     # --- the run -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -41,10 +42,25 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
         say(
             f"{os.cpu_count()} CPUs; before starting anything the machine was {idle_busy:.0f}% busy"
         )
+        self.setup()
+        if self.args.only_flow:
+            self.start_web()
+        else:
+            self.pipeline()
+        if not self.args.no_flow:
+            self.isolation()
+            self.rate_limit_precision()
+        self.results["seconds_total"] = round(time.monotonic() - t0, 1)
+        print_table(self.results)
+        print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
+        if not self.args.no_console and not self.args.only_flow:
+            console_pages(quick=self.args.quick)
+
+    def pipeline(self) -> None:
+        """Ceilings, ingestion, backlog drain, live end to end and latency."""
         headline = wrk.available()
         if not headline:
             say("wrk is not installed (apt-get install -y wrk): skipping the wrk-driven figures")
-        self.setup()
         self.gunicorn_ceilings()
         if headline:
             self.wrk_ceiling()
@@ -65,11 +81,6 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
             self.latency(running)
         finally:
             self.stop(*running)
-        self.results["seconds_total"] = round(time.monotonic() - t0, 1)
-        print_table(self.results)
-        print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
-        if not self.args.no_console:
-            console_pages(quick=self.args.quick)
 
 
 def console_pages(*, quick: bool) -> None:
@@ -126,11 +137,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-console", action="store_true", help="skip the console pages (seeds a big queue)"
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
+    steps_flow.add_arguments(parser)
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)
     args.paced_seconds = 5 if args.quick else 10
     args.events = args.events or (2000 if args.quick else 10000)
     args.latency_seconds = args.latency_seconds or (10 if args.quick else 20)
+    steps_flow.fill_defaults(args)
     args.ceiling_requests = 2000 if args.quick else 6000
     args.raw_requests = 5000 if args.quick else 20000
     args.raw_threads = 16

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class Stack:
             "cpus": os.cpu_count(),
         }
         self.env: dict[str, str] = {}
+        self.endpoint_secrets: list[str] = []
 
     # --- processes -------------------------------------------------------------------
 
@@ -100,6 +102,16 @@ class Stack:
         if done.returncode:
             raise BenchError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
+
+    @contextlib.contextmanager
+    def extra_env(self, **values: str) -> Iterator[None]:
+        """Processes started inside get these environment variables too."""
+        saved = self.env
+        self.env = {**saved, **values}
+        try:
+            yield
+        finally:
+            self.env = saved
 
     def start_workers(self, count: int) -> list[procs.Managed]:
         """The Procfile's worker: run_worker supervising a Celery worker."""
@@ -277,6 +289,21 @@ class Stack:
             say(f"  cleared {leftover} deliveries left undelivered and the queued messages")
         return leftover
 
+    def create_tenant(self, name: str) -> tuple[str, dict[str, str]]:
+        """A tenant of its own: its API key and the headers that authenticate as it."""
+        api_key = self.manage("create_tenant", name).strip().splitlines()[-1]
+        return api_key, {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+
+    def create_endpoint(self, auth: dict[str, str], **fields: Any) -> dict[str, Any]:
+        """POST /api/v1/endpoints as the tenant `auth` belongs to; its secret is kept so
+        the received samples can be verified."""
+        status, data = self.http(self.web_port, "POST", "/api/v1/endpoints", fields, auth)
+        if status != 201:
+            raise BenchError(f"creating an endpoint answered {status}: {data[:300]!r}")
+        endpoint = json.loads(data)
+        self.endpoint_secrets.append(endpoint["secret"])
+        return endpoint
+
     def dump(self) -> dict[str, Any]:
         return json.loads(self.receiver("GET", "/_dump"))
 
@@ -322,13 +349,23 @@ class Stack:
         self.env.pop("DEBUG", None)
         say("migrating a fresh database")
         self.manage("migrate", "--noinput")
-        self.api_key = self.manage("create_tenant", "bench").strip().splitlines()[-1]
-        self.auth = {"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"}
-        self.receiver_port = free_port()
+        self.api_key, self.auth = self.create_tenant("bench")
+        # The second port is another "host" for the senders' per-host pools (steps_flow).
+        self.receiver_port = self.other_host_port = free_port()
+        while self.other_host_port == self.receiver_port:
+            self.other_host_port = free_port()
         self.receiver_proc = self.start(
-            "receiver", [sys.executable, "-m", "bench.receiver", str(self.receiver_port)]
+            "receiver",
+            [
+                sys.executable,
+                "-m",
+                "bench.receiver",
+                str(self.receiver_port),
+                str(self.other_host_port),
+            ],
         )
         wait_for_port(self.receiver_port, "the receiver")
+        wait_for_port(self.other_host_port, "the receiver")
         pg_pid = int((self.postgres.datadir / "postmaster.pid").read_text().split()[0])
         self.cpu_pids = {"postgres": pg_pid, "redis": self.redis.process.pid}  # type: ignore[union-attr]
         self.cpu_pids["receiver"] = self.receiver_proc.pid

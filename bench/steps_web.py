@@ -8,7 +8,7 @@ import time
 
 from bench import ceilings, load, procs
 from bench.report import fmt_cpu as _fmt_cpu
-from bench.stack import EVENT_TYPE, BenchError, event_body, say
+from bench.stack import EVENT_TYPE, event_body, say
 from deliveries.signing import payload_bytes, sign
 
 # As the worker process (HOMING_SEND_CONCURRENCY default).
@@ -63,25 +63,16 @@ class WebSteps:
             f"Django trivial route (JSON 404, no database): "
             f"{self.results['django_trivial']['rate']:.0f} req/s"
         )
-        self.endpoint_secrets: list[str] = []
         for k in range(self.args.endpoints):
             # One endpoint: it takes every event. K endpoints: each takes 1/K of the
             # types, so every event still has exactly one delivery.
             types = [] if self.args.endpoints == 1 else [f"{EVENT_TYPE}.{k}"]
-            status, data = self.http(
-                self.web_port,
-                "POST",
-                "/api/v1/endpoints",
-                {
-                    "url": f"http://127.0.0.1:{self.receiver_port}/hook/{k}",
-                    "description": f"bench {k}",
-                    "event_types": types,
-                },
+            self.create_endpoint(
                 self.auth,
+                url=f"http://127.0.0.1:{self.receiver_port}/hook/{k}",
+                description=f"bench {k}",
+                event_types=types,
             )
-            if status != 201:
-                raise BenchError(f"creating an endpoint answered {status}: {data[:300]!r}")
-            self.endpoint_secrets.append(json.loads(data)["secret"])
         self.endpoint_secret = self.endpoint_secrets[0]
 
     def aiohttp_ceiling(self) -> None:
