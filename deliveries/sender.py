@@ -16,7 +16,7 @@ What bounds an attempt:
   so they are checked before the request;
 - at most RESPONSE_BODY_LIMIT bytes of the body are read, header lines and fields are
   capped, nothing is decompressed, redirects are not followed;
-- bounded pools: at most `limit` connections in all and `limit_per_host` per host,
+- bounded pools: at most `limit` connections in all (and `limit_per_host` per host, if given),
   idle ones closed after KEEPALIVE_SECONDS.
 """
 

@@ -84,7 +84,9 @@ class Worker:
             version=VERSION,
             allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS,
             limit=capacity,
-            limit_per_host=endpoint_cap(capacity),
+            # No cap per host: endpoints sharing a host and port each have their own cap
+            # (the slots), and a hanging one must not fill a pool the others need.
+            limit_per_host=0,
         )
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
         self.recorder = Recorder(
@@ -93,6 +95,8 @@ class Worker:
         self.due = DueEndpoints()
         self._rotation = 0  # which tenant a claim serves first (fair_share.py)
         self._with_firsts: set[str] = set()  # endpoints whose first attempts wait
+        # Rate-limited endpoint -> when this process last sent to it (the loop's clock).
+        self._last_sent: dict[str, float] = {}
         self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
@@ -338,6 +342,16 @@ class Worker:
             self._start_attempt(delivery, policy)
 
     def _start_attempt(self, delivery: Claimed, policy: Policy) -> None:
+        rate_limit = delivery.endpoint.rate_limit
+        if rate_limit:
+            # Timers that a busy event loop fires late fire together: keep this process's
+            # attempts to a rate-limited endpoint at least one interval apart anyway.
+            now, gap = self.sender.loop.time(), rate_limits.interval(rate_limit)
+            early = self._last_sent.get(delivery.endpoint_id, -gap) + gap - now
+            if early > 0:
+                self.sender.loop.call_later(early, self._start_attempt, delivery, policy)
+                return
+            self._last_sent[delivery.endpoint_id] = now
         self.sender.loop.create_task(self._attempt(delivery, policy))
 
     async def _attempt(self, delivery: Claimed, policy: Policy) -> None:

@@ -44,6 +44,35 @@ def test_a_hanging_endpoint_does_not_delay_a_healthy_one(alice, homing, receiver
     )
 
 
+def test_a_hanging_endpoint_does_not_delay_a_healthy_one_on_the_same_host_and_port(
+    alice, homing, receiver_factory, settings
+):
+    settings.HOMING_DELIVERY_TIMEOUT = 4
+    shared = receiver_factory(lambda r, n: Answer(delay=6) if "/slow" in r.path else Answer())
+    base = shared.url.rsplit("/", 1)[0]
+    for path, types in (("slow", ["slow.*"]), ("fast", ["fast.*"])):
+        response = alice.client.post(
+            "/api/v1/endpoints", {"url": f"{base}/{path}", "event_types": types}, format="json"
+        )
+        assert response.status_code == 201
+    homing("worker", concurrency=4)
+    homing("scheduler")
+
+    for n in range(80):  # more than the worker's connections per host used to be
+        alice.client.post("/api/v1/events", {"type": "slow.x", "data": {"n": n}}, format="json")
+    wait_until(lambda: any("/slow" in r.path for r in shared.requests))
+    posted = time.time()
+    for n in range(20):
+        alice.client.post("/api/v1/events", {"type": "fast.x", "data": {"n": n}}, format="json")
+
+    def fast() -> list[float]:
+        return [r.at for r in shared.requests if r.path.endswith("/fast")]
+
+    wait_until(lambda: len(fast()) >= 20, timeout=30)
+    latest = max(fast()) - posted
+    assert latest < 2.0, f"healthy deliveries waited {latest:.1f}s behind the hanging endpoint"
+
+
 def test_rate_limit_caps_attempts_per_second(alice, homing, receiver_factory):
     receiver = receiver_factory()
     response = alice.client.post(
