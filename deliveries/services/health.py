@@ -92,13 +92,46 @@ def endpoints_health_record(*, results: Sequence[Result], now: datetime) -> Heal
             per_endpoint.setdefault(result.endpoint_id, []).append(result)
     if not per_endpoint:
         return changes
-    locked = Endpoint.objects.select_for_update().filter(pk__in=sorted(per_endpoint))
+    healthy = _record_successes_of_healthy_endpoints(per_endpoint, changes)
+    to_lock = sorted(set(per_endpoint) - healthy)
+    if not to_lock:
+        return changes
+    locked = Endpoint.objects.select_for_update().filter(pk__in=to_lock)
     for endpoint in locked.only(
         "id", "tenant_id", "url", "is_active", "circuit_state", "consecutive_failures",
         "failing_since", "probe_at",
     ):  # fmt: skip
         _apply(endpoint, per_endpoint[endpoint.id], now, changes)
     return changes
+
+
+def _record_successes_of_healthy_endpoints(
+    per_endpoint: dict[str, list[Result]], changes: HealthChanges
+) -> set[str]:
+    """Endpoints whose results are all successes and whose circuit is closed: the usual
+    case, settled without a row lock (recorders of every worker would queue on it, one
+    batch at a time): one conditional UPDATE resets those that were failing. Returns
+    them; the others go through the locked path."""
+    all_ok = {
+        endpoint_id
+        for endpoint_id, results in per_endpoint.items()
+        if all(r.outcome is retry.Outcome.SUCCESS for r in results)
+    }
+    if not all_ok:
+        return set()
+    # Read without a lock: a circuit opened meanwhile by another batch stays open until
+    # its probe, which is what a probe is for.
+    healthy = all_ok - set(
+        Endpoint.objects.filter(pk__in=all_ok)
+        .exclude(circuit_state=Endpoint.Circuit.CLOSED)
+        .values_list("id", flat=True)
+    )
+    if healthy:
+        Endpoint.objects.filter(pk__in=healthy, circuit_state=Endpoint.Circuit.CLOSED).filter(
+            Q(consecutive_failures__gt=0) | Q(failing_since__isnull=False)
+        ).update(consecutive_failures=0, failing_since=None)
+        changes.succeeded.extend(sorted(healthy))
+    return healthy
 
 
 def _apply(

@@ -3,8 +3,8 @@ worker's sends, so a storm of failing endpoints retrying every second cannot sta
 first attempts to healthy endpoints.
 
 The worker notes what each claim took, and tells the budget whether first attempts are
-waiting: deliveries named by a wake-up, or an endpoint whose last claim gave first
-attempts, still had more due and may take more now (an endpoint at its own cap or rate
+waiting: an endpoint whose last claim gave first attempts, still had more due and may
+take more now (an endpoint at its own cap or rate
 limit is not held back by retries elsewhere, and must not hold them back either). While
 they wait, the next claim may take `retry_allowance()` retries: as many as keep retries
 within the share of the last WINDOW claimed attempts; none over it.

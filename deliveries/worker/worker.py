@@ -207,7 +207,8 @@ class Worker:
         while first attempts wait, retries get only their allowance (budget.py)."""
         skip = self._throttled_endpoints()
         due, room = self._due_with_room(limit, skip)
-        firsts_waiting = bool(hints) or any(e.id in self._with_firsts and room(e) > 0 for e in due)
+        # Named deliveries say nothing: the scheduler's wake-ups name due retries too.
+        firsts_waiting = any(e.id in self._with_firsts and room(e) > 0 for e in due)
         allowance = self.budget.retry_allowance(firsts_waiting=firsts_waiting)
         self._rotation += 1
         claim = deliveries_claim_fairly(
