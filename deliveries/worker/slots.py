@@ -4,6 +4,7 @@ endpoint. The one place capacity is counted; every slot taken is given back once
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -32,6 +33,7 @@ class Slots:
         self._left_since_wake = 0
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
+        self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
         self._changed = threading.Condition()
         self._on_endpoint_room = on_endpoint_room
 
@@ -77,6 +79,14 @@ class Slots:
         with self._changed:
             return max(0, self.per_endpoint - self._endpoints[endpoint_id])
 
+    def moving(self, endpoint_id: str, within: float) -> bool:
+        """Whether the endpoint has room, or answered a request in the last `within`
+        seconds (full, but not stuck)."""
+        with self._changed:
+            if self._endpoints[endpoint_id] < self.per_endpoint:
+                return True
+            return time.monotonic() - self._last_left.get(endpoint_id, float("-inf")) < within
+
     def full(self) -> set[str]:
         """Endpoints this process may open no more requests to now."""
         with self._changed:
@@ -88,6 +98,9 @@ class Slots:
             self._endpoints[endpoint_id] -= 1
             if self._endpoints[endpoint_id] <= 0:
                 del self._endpoints[endpoint_id]
+                self._last_left.pop(endpoint_id, None)
+            else:
+                self._last_left[endpoint_id] = time.monotonic()
             self._left_since_wake += 1
             wake = self._left_since_wake >= self._wake_every
             if wake:

@@ -61,6 +61,9 @@ MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
 # then (well within its lease); later ones are given back without spending an attempt.
 RATE_HOLD_SECONDS = 2.0
+# An endpoint at its cap whose first attempts wait counts for the retry budget while it
+# answered a request this recently (budget.py).
+FIRSTS_MOVING_SECONDS = 1.0
 # How long claims here skip an endpoint found with HOMING_ENDPOINT_CONCURRENCY in flight
 # across the cluster after it was claimed from (a race between workers; rare, since claims
 # ask each endpoint for its room first), and how long its given-back deliveries wait.
@@ -207,8 +210,13 @@ class Worker:
         while first attempts wait, retries get only their allowance (budget.py)."""
         skip = self._throttled_endpoints()
         due, room = self._due_with_room(limit, skip)
-        # Named deliveries say nothing: the scheduler's wake-ups name due retries too.
-        firsts_waiting = any(e.id in self._with_firsts and room(e) > 0 for e in due)
+        # Named deliveries say nothing: the scheduler's wake-ups name due retries too. An
+        # endpoint at its cap counts while it answers (its first attempts wait for the
+        # workers' sends); a stuck one does not hold retries to everyone else back.
+        firsts_waiting = any(
+            e.id in self._with_firsts and self.slots.moving(e.id, within=FIRSTS_MOVING_SECONDS)
+            for e in self.due.current()
+        )
         allowance = self.budget.retry_allowance(firsts_waiting=firsts_waiting)
         self._rotation += 1
         claim = deliveries_claim_fairly(
