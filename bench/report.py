@@ -22,15 +22,16 @@ def print_table(r: dict[str, Any]) -> None:
             f"Ingestion POST /api/v1/events [{label}, {flowing}]",
             f"{f['rate']:.0f} ev/s  p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms",
         )
-    hello, django = r["gunicorn_hello"], r["django_trivial"]
-    iso = next((f for k, f in r.get("ingestion", {}).items() if k.startswith("isolated")), None)
-    add("gunicorn ceiling (trivial WSGI app)", f"{hello['rate']:.0f} req/s")
-    add("Django trivial route (JSON 404, no DB)", f"{django['rate']:.0f} req/s")
-    if iso:
-        share, of_django = iso["rate"] / hello["rate"], iso["rate"] / django["rate"]
-        add("Ingestion / gunicorn ceiling", f"{share:.1%} (of Django route: {of_django:.1%})")
-    raw = r["raw_ceiling"]["rate"]
-    add("Raw ceiling: urllib3 16 thr -> receiver", f"{raw} req/s")
+    if "gunicorn_hello" in r:  # not measured by `--only ingestion`
+        hello, django = r["gunicorn_hello"], r["django_trivial"]
+        iso = next((f for k, f in r.get("ingestion", {}).items() if k.startswith("isolated")), None)
+        add("gunicorn ceiling (trivial WSGI app)", f"{hello['rate']:.0f} req/s")
+        add("Django trivial route (JSON 404, no DB)", f"{django['rate']:.0f} req/s")
+        if iso:
+            share, of_django = iso["rate"] / hello["rate"], iso["rate"] / django["rate"]
+            add("Ingestion / gunicorn ceiling", f"{share:.1%} (of Django route: {of_django:.1%})")
+    if "raw_ceiling" in r:
+        add("Raw ceiling: urllib3 16 thr -> receiver", f"{r['raw_ceiling']['rate']} req/s")
     aio = r.get("aiohttp_ceiling", {}).get("rate")
     if aio:
         add("aiohttp ceiling: one process -> receiver", f"{aio} req/s")
@@ -68,6 +69,7 @@ def print_table(r: dict[str, Any]) -> None:
             add(f"RSS MiB start->peak [{kind.split('_')[1]} {label}]", mem)
     other = []
     phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
+    phases += [(f"wrk-ingest[{k}]", f) for k, f in r.get("ingestion_wrk", {}).items()]
     for kind in ("delivery_backlog", "delivery_live"):
         phases += [(f"{kind.split('_')[1]}[{k}]", f) for k, f in r.get(kind, {}).items()]
     for name, f in phases:

@@ -45,6 +45,27 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
         if not headline:
             say("wrk is not installed (apt-get install -y wrk): skipping the wrk-driven figures")
         self.setup()
+        if self.args.only == "ingestion":
+            self.run_ingestion_only(headline)
+        else:
+            self.run_everything(headline)
+        self.results["seconds_total"] = round(time.monotonic() - t0, 1)
+        print_table(self.results)
+        print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
+        if not self.args.no_console and self.args.only is None:
+            console_pages(quick=self.args.quick)
+
+    def run_ingestion_only(self, headline: bool) -> None:
+        """The isolated ingestion figures and their ceiling, nothing else (~1 min)."""
+        if headline:
+            self.wrk_ceiling()
+        self.start_web()
+        if headline:
+            self.ingest_isolated(batch=0)
+            self.ingest_isolated(batch=BATCH)
+        self.ingest_paced()
+
+    def run_everything(self, headline: bool) -> None:
         self.gunicorn_ceilings()
         if headline:
             self.wrk_ceiling()
@@ -65,11 +86,6 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps):
             self.latency(running)
         finally:
             self.stop(*running)
-        self.results["seconds_total"] = round(time.monotonic() - t0, 1)
-        print_table(self.results)
-        print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
-        if not self.args.no_console:
-            console_pages(quick=self.args.quick)
 
 
 def console_pages(*, quick: bool) -> None:
@@ -124,6 +140,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--wrk-batch-connections", type=int, default=8, help="wrk, batches")
     parser.add_argument(
         "--no-console", action="store_true", help="skip the console pages (seeds a big queue)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=["ingestion"],
+        help="ingestion: only the isolated ingestion figures and their gunicorn ceiling",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     args = parser.parse_args(argv)
