@@ -142,16 +142,25 @@ EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at")  # every Event
 
 
 def _events_insert(events: Sequence[Event]) -> tuple[str, list[Any]]:
-    """A multi-row INSERT of the events with values taken straight from them (no walk
-    through every field); each row's tenant_id comes from the statement's `gate`."""
+    """The INSERT of the events, one array per column whatever their number: the statement
+    text is the same for 1 or 1,000 events (psycopg caches its parse; 4 parameters
+    instead of 4 per event), and no value goes through the model's fields one by one.
+    Each row's tenant_id comes from the statement's `gate`."""
     data_field = Event._meta.get_field("data")
-    params: list[Any] = []
+    ids, types, data, created = [], [], [], []
     for event in events:
-        data = data_field.get_db_prep_save(event.data, connection)
-        params += [event.id, event.type, data, event.created_at]
+        ids.append(event.id)
+        types.append(event.type)
+        data.append(data_field.get_db_prep_save(event.data, connection))
+        created.append(event.created_at)
     table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
-    values = ", ".join(["(%s, (SELECT * FROM gate), %s, %s, %s)"] * len(events))
-    return f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) VALUES {values}", params  # noqa: S608
+    sql = (
+        f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
+        "SELECT e.id, (SELECT * FROM gate), e.type, e.data, e.created_at FROM "
+        "unnest(%s::text[], %s::text[], %s::jsonb[], %s::timestamptz[]) "
+        "AS e(id, type, data, created_at)"
+    )
+    return sql, [ids, types, data, created]
 
 
 @transaction.atomic
