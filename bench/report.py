@@ -71,6 +71,7 @@ def print_table(r: dict[str, Any]) -> None:
             add(f"RSS MiB start->peak [{kind.split('_')[1]} {label}]", mem)
     other = []
     phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
+    phases += [(f"wrk-ingest[{k}]", f) for k, f in r.get("ingestion_wrk", {}).items()]
     for kind in ("delivery_backlog", "delivery_live"):
         phases += [(f"{kind.split('_')[1]}[{k}]", f) for k, f in r.get(kind, {}).items()]
     phases += [(f"isolation[{f['label']}]", f) for f in r.get("isolation", {}).get("runs", [])]

@@ -47,20 +47,33 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
             self.start_web()
         else:
             self.pipeline()
-        if not self.args.no_flow:
+        if not self.args.no_flow and self.args.only is None:
             self.isolation()
             self.rate_limit_precision()
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
-        if not self.args.no_console and not self.args.only_flow:
+        if not self.args.no_console and not self.args.only_flow and self.args.only is None:
             console_pages(quick=self.args.quick)
+
+    def ingestion_only(self, headline: bool) -> None:
+        """The isolated ingestion figures and their ceiling, nothing else (~1 min)."""
+        if headline:
+            self.wrk_ceiling()
+        self.start_web()
+        if headline:
+            self.ingest_isolated(batch=0)
+            self.ingest_isolated(batch=BATCH)
+        self.ingest_paced()
 
     def pipeline(self) -> None:
         """Ceilings, ingestion, backlog drain, live end to end and latency."""
         headline = wrk.available()
         if not headline:
             say("wrk is not installed (apt-get install -y wrk): skipping the wrk-driven figures")
+        if self.args.only == "ingestion":
+            self.ingestion_only(headline)
+            return
         self.gunicorn_ceilings()
         if headline:
             self.wrk_ceiling()
@@ -135,6 +148,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--wrk-batch-connections", type=int, default=8, help="wrk, batches")
     parser.add_argument(
         "--no-console", action="store_true", help="skip the console pages (seeds a big queue)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=["ingestion"],
+        help="ingestion: only the isolated ingestion figures and their gunicorn ceiling",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)

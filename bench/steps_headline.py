@@ -52,6 +52,9 @@ class HeadlineSteps:
             connections=4,
             batch=batch,
         )
+        spy, profile = None, f"profile-ingest-{label}-gunicorn.txt"
+        if self.args.profile:
+            spy = self._spy(self.web.pid, self.args.wrk_seconds, profile, True, gil=True)
         cpu0 = self._snap(self.cpu_pids)
         result = wrk.run(
             port=self.web_port,
@@ -62,6 +65,8 @@ class HeadlineSteps:
             batch=batch,
         )
         cpu = self._cpu_delta(cpu0, result.seconds, result.client_cpu_seconds)
+        if spy:
+            self._spy_report(spy, profile, "gunicorn")
         figures: dict[str, Any] = {**result.figures(), "connections": connections}
         figures["cpu_percent_of_one_core"] = cpu
         figures["web_cpu_ms_per_event"] = round(

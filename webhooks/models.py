@@ -89,6 +89,26 @@ class Endpoint(models.Model):
         return False
 
 
+class RoutingVersion(models.Model):
+    """Which state of a tenant's routing (active endpoints and their event_types) is current.
+
+    Written only by PostgreSQL triggers on the endpoint table (migration 0006), in the
+    transaction of any change that alters routing, from a sequence: a number is never
+    reused, not even after a rollback. Ingestion caches routing per process and inserts
+    only while this number is the one it cached (webhooks/services/routing.py).
+    """
+
+    # No foreign-key constraint: a tenant's deletion removes its endpoints, whose triggers
+    # write this row again; a row left behind by a deleted tenant is harmless.
+    tenant = models.OneToOneField(
+        Tenant, primary_key=True, on_delete=models.CASCADE, db_constraint=False, related_name="+"
+    )
+    version = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} v{self.version}"
+
+
 class Event(models.Model):
     id = id_field("evt")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="events")

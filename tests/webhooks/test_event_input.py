@@ -93,3 +93,18 @@ def test_unicode_round_trips_to_the_stored_event_and_the_answer(alice, endpoint)
     assert response.json()["data"] == data
     event_id = response.json()["id"]
     assert alice.client.get(f"/api/v1/events/{event_id}").json()["data"] == data
+
+
+@pytest.mark.parametrize("nest", [('{"k": ', "}"), ("[", "]")])
+def test_a_batch_refuses_an_item_nested_too_deep_without_any_escape(alice, nest):
+    opening, closing = nest
+    fine = '{"type": "a.b", "data": {"n": [1, {"m": 2}]}}'
+    too_deep = '{"type": "a.b", "data": {"k": ' + opening * 63 + "1" + closing * 63 + "}}"
+    body = '{"events": [' + ", ".join([fine] * 50 + [too_deep]) + "]}"
+    response = alice.client.post("/api/v1/events/batch", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "deeper than 64" in response.json()["message"]
+    assert Event.objects.count() == 0
+    body = '{"events": [' + ", ".join([fine] * 200) + "]}"
+    response = alice.client.post("/api/v1/events/batch", body, content_type="application/json")
+    assert response.status_code == 202

@@ -54,3 +54,11 @@ def test_a_batch_is_one_wake_up(alice, endpoints, monkeypatch):
     assert len(published) == 1
     assert sorted(published[0]) == sorted(d.id for e in made for d in e.deliveries.all())
     assert len(published[0]) == 150
+
+
+def test_each_event_of_a_batch_keeps_its_own_type_and_data(alice, endpoints):
+    inputs = [EventInput(f"order.n{n}", {"n": n, "text": 'it\'s \\ "quoted" é'}) for n in range(60)]
+    made = events_service.events_ingest(tenant=alice.tenant, inputs=inputs)
+    stored = {e.id: (e.type, e.data) for e in Event.objects.filter(tenant=alice.tenant)}
+    assert [stored[e.id] for e in made] == [(i.type, i.data) for i in inputs]
+    assert len({e.created_at for e in Event.objects.all()}) == 1

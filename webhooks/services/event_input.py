@@ -48,10 +48,12 @@ def json_body_parse(*, body: bytes) -> Any:
         raise InvalidInput("body", str(exc)) from exc
     except ValueError as exc:
         raise InvalidInput("body", f"Not valid JSON: {exc}") from exc
-    # Cheap gates on the raw text: no `\u` escape means no NUL nor lone surrogate, and
-    # at most 64 opening brackets means at most 64 levels.
-    if "\\u" in text or text.count("[") + text.count("{") > MAX_DEPTH:
+    # Cheap gates on the raw text: no `\u` escape means no NUL nor lone surrogate (only
+    # the depth is left to check), and at most 64 opening brackets means at most 64 levels.
+    if "\\u" in text:
         _check_storable(value)
+    elif text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value)  # a batch of any size: containers only, no string checks
     return value
 
 
@@ -118,6 +120,16 @@ def _check_storable(value: Any) -> None:
             stack.extend((child, depth + 1) for child in node)
         elif isinstance(node, str):
             _check_string(node)
+
+
+def _check_depth(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def _check_string(text: str) -> None:

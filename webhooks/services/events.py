@@ -5,22 +5,22 @@ published only after commit; a crash before commit leaves nothing, a crash after
 rows the scheduler finds.
 
 On PostgreSQL the write is one statement (a data-modifying CTE inserting the events and
-the deliveries), so outside a transaction it needs no BEGIN/COMMIT round trips: with the
-endpoint lookup before it, an event costs two round trips and no ORM query building,
-which was most of the web process's CPU per event. Other databases take the ORM path.
+the deliveries), so outside a transaction it needs no BEGIN/COMMIT round trips, and the
+endpoints come from a per-process routing cache that the statement itself checks
+(routing.py): an event costs one round trip and no ORM query building, which was most of
+the web process's CPU per event. Other databases take the ORM path.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from core import counters
-from core.sql import insert_statement
+from core.ids import new_id
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
     deliveries_build,
@@ -29,6 +29,18 @@ from deliveries.services.creation import (
 )
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.event_input import EventInput
+from webhooks.services.routing import (
+    Routing,
+    RoutingChanged,
+    gated_tenant_sql,
+    routing_cached,
+    routing_changed,
+    routing_load,
+)
+
+# Reads of a tenant's routing before an ingestion gives up: each retry means an endpoint
+# of the tenant changed in the last few milliseconds, so a third one is already unusual.
+ROUTING_TRIES = 5
 
 
 def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> Event:
@@ -61,27 +73,64 @@ def events_ingest(
 def _ingest_in_one_statement(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
 ) -> list[Event]:
-    endpoints = [e for e in _active_endpoints(tenant) if e.pk != exclude_endpoint_id]
+    # Outside a transaction the routing may come from this process's cache: the statement
+    # itself checks it is current (routing.py). Inside one, a failed statement would
+    # abort the caller's transaction, so the routing is read afresh instead.
+    in_transaction = connection.in_atomic_block
+    routing = None if in_transaction else routing_cached(tenant_id=tenant.pk)
+    for _ in range(ROUTING_TRIES):
+        if routing is None:
+            routing = routing_load(tenant_id=tenant.pk)
+        try:
+            return _insert_routed(
+                tenant=tenant,
+                inputs=inputs,
+                routing=routing,
+                gated=not in_transaction,
+                exclude_endpoint_id=exclude_endpoint_id,
+            )
+        except IntegrityError as exc:
+            if not routing_changed(exc):
+                raise
+            routing = None  # an endpoint changed since it was cached: read it again
+    raise RoutingChanged(f"the endpoints of {tenant.pk} kept changing; nothing was written")
+
+
+def _insert_routed(
+    *,
+    tenant: Tenant,
+    inputs: Sequence[EventInput],
+    routing: Routing,
+    gated: bool,
+    exclude_endpoint_id: str | None,
+) -> list[Event]:
     now = timezone.now()
     events = [
-        Event(tenant=tenant, type=item.type, data=item.data, created_at=now) for item in inputs
+        Event(id=new_id("evt"), tenant=tenant, type=item.type, data=item.data, created_at=now)
+        for item in inputs
     ]
     per_event = deliveries_build(
-        fan_out=[(event, [e for e in endpoints if e.matches(event.type)]) for event in events],
+        fan_out=[(e, routing.targets(e.type, exclude=exclude_endpoint_id)) for e in events],
         now=now,
     )
     every = []
     for event, deliveries in zip(events, per_event, strict=True):
         _remember_deliveries(event, deliveries)
         every += deliveries
-    event_insert, event_params = insert_statement(Event, events)
+    if gated:
+        gate, gate_params = gated_tenant_sql(tenant_id=tenant.pk, version=routing.version)
+    else:
+        gate, gate_params = "SELECT %s::text", [tenant.pk]
+    # Every event's tenant_id is read from `gate`: NULL there fails the whole statement.
+    event_insert, event_params = _events_insert(events)
+    sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
     if every:
         delivery_insert, delivery_params = deliveries_insert_statement(every)
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
-        sql = f"WITH new_events AS ({event_insert}) {delivery_insert}"
-        params = event_params + delivery_params
+        sql += f", new_events AS ({event_insert}) {delivery_insert}"
+        params += delivery_params
     else:
-        sql, params = event_insert, event_params
+        sql += event_insert
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
     # Outside a transaction the statement has committed: this publishes at once.
@@ -89,19 +138,23 @@ def _ingest_in_one_statement(
     return events
 
 
-def _active_endpoints(tenant: Tenant) -> list[Endpoint]:
-    table = Endpoint._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            # The table name is the model's, never input.
-            f"SELECT id, event_types FROM {table} WHERE tenant_id = %s AND is_active",  # noqa: S608
-            [tenant.pk],
-        )
-        rows = cursor.fetchall()
-    return [
-        Endpoint(id=pk, event_types=json.loads(types) if isinstance(types, str) else types)
-        for pk, types in rows
-    ]
+EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at")  # every Event column
+
+
+def _events_insert(events: Sequence[Event]) -> tuple[str, list[Any]]:
+    """The INSERT of the events with a fixed number of parameters however many they are:
+    the statement text is the same for 1 or 1,000 events (psycopg caches its parse), and
+    no value goes through the model's fields one by one. The `data` of all events is one
+    jsonb array (one json.dumps), the ids and types are text arrays, and the events of one
+    call share their created_at. Each row's tenant_id comes from the statement's `gate`."""
+    data = Event._meta.get_field("data").get_db_prep_save([e.data for e in events], connection)
+    table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
+    sql = (
+        f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
+        "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s "
+        "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
+    )
+    return sql, [data, events[0].created_at, [e.id for e in events], [e.type for e in events]]
 
 
 @transaction.atomic

@@ -1,0 +1,126 @@
+"""Two real web processes, each with its own routing cache: a change made through one is
+obeyed by the other on the very next event (never a delivery to a deactivated or deleted
+endpoint, never a missed delivery to a new one)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import sys
+
+import pytest
+
+from deliveries.models import Delivery
+from tests.processes import Process, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Web:
+    def __init__(self, log_dir, name: str) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process = Process(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--worker-class",
+                "gthread",
+                "--workers",
+                "1",
+                "--threads",
+                "2",
+            ],
+            log_dir,
+        )
+        wait_until(self._up, timeout=30, message=f"{name} did not start: {self.process.log()}")
+
+    def _up(self) -> bool:
+        try:
+            self.call("GET", "/healthz", key="")
+        except OSError:
+            return False
+        return True
+
+    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, object]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            payload = None if body is None else json.dumps(body)
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        return response.status, (json.loads(raw) if raw else None)
+
+
+@pytest.fixture
+def webs(tmp_path):
+    started = []
+    try:
+        started.append(Web(tmp_path, "web-a"))
+        started.append(Web(tmp_path, "web-b"))
+        yield started
+    finally:
+        for web in started:
+            web.process.stop()
+
+
+def _post_event(web: Web, key: str) -> list[str]:
+    """Endpoint ids the event went to, as the 202 says and as the database holds."""
+    status, body = web.call(
+        "POST", "/api/v1/events", key=key, body={"type": "order.paid", "data": {}}
+    )
+    assert status == 202, body
+    answered = sorted(d["endpoint_id"] for d in body["deliveries"])
+    stored = sorted(
+        Delivery.objects.filter(event_id=body["id"]).values_list("endpoint_id", flat=True)
+    )
+    assert answered == stored
+    return stored
+
+
+def _new_endpoint(web: Web, key: str) -> str:
+    status, body = web.call(
+        "POST", "/api/v1/endpoints", key=key, body={"url": "http://127.0.0.1:9/h"}
+    )
+    assert status == 201, body
+    return body["id"]
+
+
+def test_a_change_through_one_process_is_obeyed_by_the_other_at_once(alice, webs):
+    a, b = webs
+    shop, audit = _new_endpoint(a, alice.key), _new_endpoint(a, alice.key)
+    both = sorted([shop, audit])
+    assert _post_event(a, alice.key) == _post_event(b, alice.key) == both  # caches warm
+
+    assert (
+        a.call("PATCH", f"/api/v1/endpoints/{shop}", key=alice.key, body={"is_active": False})[0]
+        == 200
+    )
+    assert _post_event(b, alice.key) == [audit]
+
+    assert a.call("DELETE", f"/api/v1/endpoints/{audit}", key=alice.key)[0] == 204
+    assert _post_event(b, alice.key) == []
+    assert _post_event(a, alice.key) == []
+
+    fresh = _new_endpoint(b, alice.key)
+    assert _post_event(a, alice.key) == [fresh]
+
+    narrowed = {"event_types": ["invoice.*"]}
+    assert b.call("PATCH", f"/api/v1/endpoints/{fresh}", key=alice.key, body=narrowed)[0] == 200
+    assert _post_event(a, alice.key) == []
+
+    assert (
+        b.call("PATCH", f"/api/v1/endpoints/{shop}", key=alice.key, body={"is_active": True})[0]
+        == 200
+    )
+    assert _post_event(a, alice.key) == [shop]
