@@ -35,15 +35,9 @@ Done = Callable[[Recorded | None], None]
 
 
 class Recorder:
-    def __init__(
-        self,
-        *,
-        on_deactivate: Callable[[str, str], None],
-        after_batch: Callable[[], None] = lambda: None,
-    ) -> None:
+    def __init__(self, *, on_deactivate: Callable[[str, str], None]) -> None:
         self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
         self._on_deactivate = on_deactivate
-        self._after_batch = after_batch
         self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
         self._thread.start()
 
@@ -83,10 +77,6 @@ class Recorder:
             }
             for endpoint_id, reason in deactivate.items():
                 self._on_deactivate(endpoint_id, reason)
-            try:
-                self._after_batch()
-            except Exception:
-                logger.exception("after recording a batch")
 
     def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
         deadline = time.monotonic() + WRITE_PATIENCE_SECONDS

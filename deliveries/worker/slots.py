@@ -27,10 +27,6 @@ class Slots:
     ) -> None:
         self.capacity = capacity
         self.per_endpoint = per_endpoint
-        # Requests that end before the claims are woken: one claim per few finished
-        # requests, not one per request.
-        self._wake_every = max(1, min(10, per_endpoint // 4))
-        self._left_since_wake = 0
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
         self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
@@ -50,7 +46,6 @@ class Slots:
                 return 0
             granted = min(wanted, self.capacity - self._used)
             self._used += granted
-            self._left_since_wake = 0
             return granted
 
     def admit(self, endpoint_ids: Iterable[str], reserved: int) -> list[bool]:
@@ -93,7 +88,10 @@ class Slots:
             return {e for e, n in self._endpoints.items() if n >= self.per_endpoint}
 
     def leave(self, endpoint_id: str) -> None:
-        """An admitted attempt's request is over: its endpoint slot is free."""
+        """An admitted attempt's request is over: its endpoint slot is free, and the claims
+        are woken. (Every time: a claim takes whatever room gathered while the previous one
+        ran, so they batch by themselves; waking once per ten finished requests left a
+        worker holding fewer than ten asleep until its idle poll.)"""
         with self._changed:
             self._endpoints[endpoint_id] -= 1
             if self._endpoints[endpoint_id] <= 0:
@@ -101,12 +99,7 @@ class Slots:
                 self._last_left.pop(endpoint_id, None)
             else:
                 self._last_left[endpoint_id] = time.monotonic()
-            self._left_since_wake += 1
-            wake = self._left_since_wake >= self._wake_every
-            if wake:
-                self._left_since_wake = 0
-        if wake:
-            self._on_endpoint_room()
+        self._on_endpoint_room()
 
     def free(self) -> None:
         """An admitted attempt is over and recorded: its capacity slot is free."""

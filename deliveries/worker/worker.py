@@ -61,13 +61,11 @@ MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
 # then (well within its lease); later ones are given back without spending an attempt.
 RATE_HOLD_SECONDS = 2.0
+# Finished requests' cluster slots are given back at most this long after their answer.
+RELEASE_GATHER_SECONDS = 0.002
 # An endpoint at its cap whose first attempts wait counts for the retry budget while it
 # answered a request this recently (budget.py).
 FIRSTS_MOVING_SECONDS = 1.0
-# How long claims here skip an endpoint found with HOMING_ENDPOINT_CONCURRENCY in flight
-# across the cluster after it was claimed from (a race between workers; rare, since claims
-# ask each endpoint for its room first), and how long its given-back deliveries wait.
-FULL_ENDPOINT_PAUSE_SECONDS = 0.1
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -92,15 +90,14 @@ class Worker:
             limit_per_host=0,
         )
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
-        self.recorder = Recorder(
-            on_deactivate=self._park_later, after_batch=self._release_finished_in_cluster
-        )
+        self.recorder = Recorder(on_deactivate=self._park_later)
         self.due = DueEndpoints()
         self._rotation = 0  # which tenant a claim serves first (fair_share.py)
         self._with_firsts: set[str] = set()  # endpoints whose first attempts wait
         # Rate-limited endpoint -> when this process last sent to it (the loop's clock).
         self._last_sent: dict[str, float] = {}
         self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
+        self._finishing = threading.Event()
         self._hints: list[str] = []  # deliveries that messages named, claimed first
         self._lock = threading.Lock()
         self._message = False  # a Celery message woke us (so the doorbell is up)
@@ -111,6 +108,7 @@ class Worker:
         self._threads = [
             threading.Thread(target=self.run, name="homing-claims", daemon=True),
             threading.Thread(target=self._park_forever, name="homing-parker", daemon=True),
+            threading.Thread(target=self._release_forever, name="homing-releases", daemon=True),
         ]
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -140,6 +138,7 @@ class Worker:
         self.stop()
         self.recorder.stop()
         self.sender.close()
+        self._release_finished()  # what the releases thread has not sent yet
 
     # --- the claim loop ----------------------------------------------------------------
 
@@ -175,8 +174,10 @@ class Worker:
     def _claim_and_send(self) -> bool:
         """Claim one batch and start its attempts; True when more work is likely due."""
         self._answer_message()
+        # Our own finished requests first: woken by them, a claim would otherwise see
+        # their slots still held in the cluster and take nothing.
+        self._release_finished()
         policy = current_policy()
-        self._release_finished_in_cluster()
         reserved = self.slots.reserve(BATCH_SIZE, at_least=MIN_RESERVATION, timeout=1.0)
         if not reserved:
             return not self._stopping.is_set()
@@ -192,8 +193,8 @@ class Worker:
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
         over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
         try:
-            if over_cap:
-                deliveries_give_back(delivery_ids=over_cap)
+            if over_cap:  # named by a wake-up, over this process's cap: due again at once
+                deliveries_give_back(delivery_ids=over_cap, delay=timedelta(0))
             admitted = self._within_cluster_cap(admitted, policy)
             timed = self._within_rate_limits(admitted)
         except BaseException:
@@ -232,7 +233,8 @@ class Worker:
         claimed = claim.deliveries
         if allowance is None:
             self.due.exhausted(claim.exhausted)  # nothing more due there for now
-        elif allowance and len(claimed) < limit:
+        elif allowance and len(claimed) < limit and claim.exhausted:
+            # Endpoints found without (enough) first attempts: retries may wait there.
             taken = Counter(c.endpoint_id for c in claimed)
             claimed += deliveries_claim_fairly(
                 delivery_ids=[],
@@ -251,7 +253,7 @@ class Worker:
 
     def _within_cluster_cap(self, deliveries: list[Claimed], policy: Policy) -> list[Claimed]:
         """Those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py);
-        the others are given back, and claims here skip their endpoint for a moment."""
+        the others (another worker took the last slots first) are given back."""
         verdict = concurrency.acquire(
             endpoint_ids=[d.endpoint_id for d in deliveries],
             delivery_ids=[d.id for d in deliveries],
@@ -259,15 +261,11 @@ class Worker:
         )
         full = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
         if full:
-            until = time.monotonic() + FULL_ENDPOINT_PAUSE_SECONDS
-            with self._lock:
-                for delivery in full:
-                    self._throttled[delivery.endpoint_id] = until
+            # Due again at once: the next claim asks the endpoint's room first, so they
+            # are not claimed again until there is some. (Pausing the endpoint here left
+            # both workers idle whenever they raced for the last slots.)
             try:
-                deliveries_give_back(
-                    delivery_ids=[d.id for d in full],
-                    delay=timedelta(seconds=FULL_ENDPOINT_PAUSE_SECONDS),
-                )
+                deliveries_give_back(delivery_ids=[d.id for d in full], delay=timedelta(0))
             finally:
                 for delivery in full:
                     self.slots.release(delivery.endpoint_id)
@@ -336,8 +334,20 @@ class Worker:
         self.slots.leave(delivery.endpoint_id)
         with self._lock:
             self._finished.append((delivery.endpoint_id, delivery.id))
+        self._finishing.set()
 
-    def _release_finished_in_cluster(self) -> None:
+    def _release_forever(self) -> None:
+        """Give finished requests' slots back to the cluster as they come, a batch per
+        round trip: a slot left held after its answer is room another worker does not see
+        (released with the recorder's batches, they stayed held ~50 ms: one endpoint's
+        drain ran at half speed)."""
+        while True:
+            self._finishing.wait()
+            time.sleep(RELEASE_GATHER_SECONDS)  # gather what finishes meanwhile
+            self._finishing.clear()
+            self._release_finished()
+
+    def _release_finished(self) -> None:
         with self._lock:
             finished, self._finished = self._finished, []
         concurrency.release_many(finished=finished)
