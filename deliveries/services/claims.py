@@ -89,30 +89,9 @@ class Claim:
     exhausted: set[str]
 
 
-def deliveries_claim(
-    *,
-    delivery_ids: Sequence[str],
-    limit: int,
-    policy: Policy,
-    due: Sequence[DueEndpoint] | None = None,
-    room: Callable[[DueEndpoint], int] | None = None,
-    rotation: int = 0,
-    skip_endpoints: Collection[str] = (),
-    first_attempts_only: bool = False,
-    retries_only: bool = False,
-) -> list[Claimed]:
-    """The deliveries of `deliveries_claim_fairly` (which see)."""
-    return deliveries_claim_fairly(
-        delivery_ids=delivery_ids,
-        limit=limit,
-        policy=policy,
-        due=due,
-        room=room,
-        rotation=rotation,
-        skip_endpoints=skip_endpoints,
-        first_attempts_only=first_attempts_only,
-        retries_only=retries_only,
-    ).deliveries
+def deliveries_claim(**how: Any) -> list[Claimed]:
+    """The deliveries of `deliveries_claim_fairly(**how)` (which see)."""
+    return deliveries_claim_fairly(**how).deliveries
 
 
 def deliveries_claim_fairly(
