@@ -4,12 +4,11 @@ two workers together never have more than the cap in flight to it."""
 from __future__ import annotations
 
 import pytest
-from django.utils import timezone
 
 from deliveries.models import Delivery
+from tests.backlogs import due_backlog
 from tests.processes import wait_until
 from tests.receivers import Answer
-from webhooks.models import Event
 from webhooks.services.endpoints import endpoint_create
 from webhooks.services.tenants import tenant_create
 
@@ -34,21 +33,7 @@ def test_the_cap_holds_across_two_workers(homing, receiver_factory):
     env = {"HOMING_ENDPOINT_CONCURRENCY": "4", "HOMING_SEND_CONCURRENCY": "40"}
     homing("worker", **env)
     homing("worker", **env)
-    now = timezone.now()
-    events = Event.objects.bulk_create(
-        Event(tenant=tenant, type="a.x", data={"n": n}) for n in range(40)
-    )
-    Delivery.objects.bulk_create(
-        Delivery(
-            tenant=tenant,
-            event=event,
-            endpoint=endpoint,
-            next_attempt_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-        for event in events
-    )
+    due_backlog(tenant, endpoint, 40)
     homing("scheduler", **env)
     starts = [r.at for r in receiver.wait_for(40, timeout=30)]
     # Measured at the receiver: each request holds a connection SLOW seconds from its

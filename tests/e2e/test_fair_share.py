@@ -8,12 +8,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.utils import timezone
 
-from deliveries.models import Delivery
+from tests.backlogs import due_backlog
 from tests.latency import first_sight, p99, paced, post_event, start_delays, wait_for_ids
 from tests.processes import wait_until
-from webhooks.models import Endpoint, Event, Tenant
+from webhooks.models import Endpoint, Tenant
 from webhooks.services.endpoints import endpoint_create
 
 pytestmark = pytest.mark.e2e
@@ -36,19 +35,8 @@ def queue_backlog(actor) -> None:
 
 
 def insert_due(tenant: Tenant, endpoint: Endpoint, n: int) -> str:
-    """An event and its due delivery written straight to the database, as if their
-    wake-up message were lost: only the claims' own search can find them."""
-    event = Event.objects.create(tenant=tenant, type="quiet.x", data={"n": n})
-    now = timezone.now()
-    Delivery.objects.create(
-        tenant=tenant,
-        event=event,
-        endpoint=endpoint,
-        next_attempt_at=now,
-        created_at=now,
-        updated_at=now,
-    )
-    return event.id
+    """An event and its due delivery whose wake-up message was lost."""
+    return due_backlog(tenant, endpoint, 1, event_type="quiet.x")[0].id
 
 
 @pytest.mark.parametrize("announced", [True, False], ids=["woken", "unannounced"])

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from deliveries.models import Delivery
+from tests.backlogs import due_backlog
 from tests.processes import wait_until
 from webhooks.models import Event
 from webhooks.services.endpoints import endpoint_create
@@ -135,21 +136,7 @@ def test_rate_limit_holds_in_any_sliding_second(homing, receiver_factory):
     endpoint = endpoint_create(tenant=tenant, url=receiver.url, rate_limit=50)
     homing("worker", concurrency=4, **FAST)
     homing("scheduler", **FAST)
-    now = timezone.now()
-    events = Event.objects.bulk_create(
-        Event(tenant=tenant, type="a.x", data={"n": n}) for n in range(300)
-    )
-    Delivery.objects.bulk_create(
-        Delivery(
-            tenant=tenant,
-            event=event,
-            endpoint=endpoint,
-            next_attempt_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-        for event in events
-    )
+    due_backlog(tenant, endpoint, 300)
     receiver.wait_for(300, timeout=60)
     assert most_in_any_second([request.at for request in receiver.requests]) <= 50 * 1.1
 
@@ -160,21 +147,7 @@ def test_rate_limit_5_with_three_workers_is_spread_evenly(homing, receiver_facto
     endpoint = endpoint_create(tenant=tenant, url=receiver.url, rate_limit=5)
     for _ in range(3):
         homing("worker", concurrency=4, **FAST)
-    now = timezone.now()
-    events = Event.objects.bulk_create(
-        Event(tenant=tenant, type="a.x", data={"n": n}) for n in range(40)
-    )
-    Delivery.objects.bulk_create(
-        Delivery(
-            tenant=tenant,
-            event=event,
-            endpoint=endpoint,
-            next_attempt_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-        for event in events
-    )
+    due_backlog(tenant, endpoint, 40)
     homing("scheduler", **FAST)
     times = sorted(r.at for r in receiver.wait_for(40, timeout=30))
     assert most_in_any_second(times) <= 5
