@@ -149,8 +149,10 @@ def deliveries_claim_fairly(
     return Claim(_with_events_and_endpoints(rows), exhausted)
 
 
-def due_endpoints(*, limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
-    """Endpoints with a closed circuit and at least one delivery due now.
+def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
+    """Endpoints with a closed circuit and at least one delivery due now, in id order
+    from `after` on: a caller that gets `limit` of them asks next from the last one, so
+    beyond `limit` endpoints every one still has its turn.
 
     On PostgreSQL a skip scan of the `delivery_endpoint_due` index: one probe per
     endpoint with pending deliveries finds its earliest one, whatever the depth of its
@@ -159,7 +161,8 @@ def due_endpoints(*, limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
     if connection.vendor == "postgresql":
         sql = f"""
             WITH RECURSIVE pending(endpoint_id, next_at) AS (
-                (SELECT endpoint_id, next_attempt_at FROM {table} WHERE status = 'pending'
+                (SELECT endpoint_id, next_attempt_at FROM {table}
+                 WHERE status = 'pending' AND endpoint_id > %s
                  ORDER BY endpoint_id, next_attempt_at LIMIT 1)
                 UNION ALL
                 SELECT later.* FROM pending CROSS JOIN LATERAL (
@@ -173,16 +176,16 @@ def due_endpoints(*, limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
             WHERE pending.next_at <= statement_timestamp() AND e.circuit_state = 'closed'
             LIMIT %s
         """
-        params: list[Any] = [limit]
+        params: list[Any] = [after, limit]
     else:
         sql = f"""
             SELECT DISTINCT e.id, e.tenant_id, e.rate_limit
             FROM {table} d JOIN {endpoints} e ON e.id = d.endpoint_id
             WHERE d.status = 'pending' AND d.next_attempt_at <= %s
-            AND e.circuit_state = 'closed'
-            LIMIT %s
+            AND e.circuit_state = 'closed' AND e.id > %s
+            ORDER BY e.id LIMIT %s
         """
-        params = [timezone.now(), limit]
+        params = [timezone.now(), after, limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [DueEndpoint(*row) for row in cursor.fetchall()]

@@ -1,10 +1,11 @@
 """The endpoints with deliveries due, as the claim loop sees them.
 
 Looked up (claims.due_endpoints: one index probe per endpoint with pending deliveries)
-at most every REFRESH_SECONDS, so a claim costs no search for work. An endpoint a claim
-found with fewer due rows than it asked for is left out until the next look: nothing more
-is due there for now. Work that becomes due meanwhile waits at most REFRESH_SECONDS (a new
-event's wake-up names its deliveries, so it does not wait at all).
+at most every REFRESH_SECONDS, so a claim costs no search for work. Past
+DUE_ENDPOINTS_LIMIT endpoints with work due, each look goes on where the last ended.
+An endpoint a claim found with fewer due rows than it asked for is left out until the
+next look: nothing more is due there for now. Work that becomes due meanwhile waits at
+most REFRESH_SECONDS (a new event's wake-up names its deliveries, so it does not wait).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Collection
 
 from deliveries.fair_share import DueEndpoint
-from deliveries.services.claims import due_endpoints
+from deliveries.services.claims import DUE_ENDPOINTS_LIMIT, due_endpoints
 
 REFRESH_SECONDS = 0.2
 
@@ -23,10 +24,13 @@ class DueEndpoints:
         self._refresh_seconds = refresh_seconds
         self._endpoints: list[DueEndpoint] = []
         self._looked_at = float("-inf")
+        self._after = ""  # a full list ended here: the next look goes on from it
 
     def current(self) -> list[DueEndpoint]:
         if time.monotonic() - self._looked_at >= self._refresh_seconds:
-            self._endpoints = due_endpoints()
+            self._endpoints = due_endpoints(after=self._after)
+            full = len(self._endpoints) == DUE_ENDPOINTS_LIMIT
+            self._after = self._endpoints[-1].id if full else ""
             self._looked_at = time.monotonic()
         return self._endpoints
 

@@ -120,3 +120,12 @@ def _seq_scanned(plan: str) -> set[str]:
 
     walk(json.loads(plan))
     return found
+
+
+def test_beyond_the_limit_each_look_for_due_endpoints_goes_on_where_the_last_ended(alice):
+    ids = sorted(endpoint(alice, n).id for n in range(5))
+    backlog(alice, 1)
+    first = [e.id for e in due_endpoints(limit=2)]
+    second = [e.id for e in due_endpoints(after=first[-1], limit=2)]
+    third = [e.id for e in due_endpoints(after=second[-1], limit=2)]
+    assert first + second + third == ids
