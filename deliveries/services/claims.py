@@ -43,9 +43,6 @@ from webhooks.models import Endpoint, Event
 BATCH_SIZE = 100
 # Endpoints one look for due work lists at most (see due_endpoints).
 DUE_ENDPOINTS_LIMIT = 10_000
-# How long a delivery given back (its endpoint had too many attempts in flight) waits
-# before it is due again.
-GIVE_BACK_DELAY = timedelta(milliseconds=500)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +195,9 @@ def deliveries_due_exist() -> bool:
     ).exists()
 
 
-def deliveries_give_back(
-    *, delivery_ids: Sequence[str], delay: timedelta = GIVE_BACK_DELAY
-) -> None:
-    """Undo a claim without an attempt: the deliveries are due again after `delay`."""
+def deliveries_give_back(*, delivery_ids: Sequence[str], delay: timedelta = timedelta(0)) -> None:
+    """Undo a claim without an attempt: the deliveries are due again after `delay`
+    (at once by default)."""
     Delivery.objects.filter(pk__in=delivery_ids, status=Delivery.Status.DELIVERING).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,

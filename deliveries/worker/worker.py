@@ -194,7 +194,7 @@ class Worker:
         over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
         try:
             if over_cap:  # named by a wake-up, over this process's cap: due again at once
-                deliveries_give_back(delivery_ids=over_cap, delay=timedelta(0))
+                deliveries_give_back(delivery_ids=over_cap)
             admitted = self._within_cluster_cap(admitted, policy)
             timed = self._within_rate_limits(admitted)
         except BaseException:
@@ -265,7 +265,7 @@ class Worker:
             # are not claimed again until there is some. (Pausing the endpoint here left
             # both workers idle whenever they raced for the last slots.)
             try:
-                deliveries_give_back(delivery_ids=[d.id for d in full], delay=timedelta(0))
+                deliveries_give_back(delivery_ids=[d.id for d in full])
             finally:
                 for delivery in full:
                     self.slots.release(delivery.endpoint_id)
