@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from deliveries.models import Delivery
@@ -232,3 +234,21 @@ def test_probing_an_endpoint_deleted_meanwhile_sends_nothing_and_crashes_nothing
     assert alice.client.delete(f"/api/v1/endpoints/{down}").status_code == 204
     assert record([probe], OK) == [None]  # its delivery went with it: nothing recorded
     assert claim() == []
+
+
+def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(alice) -> None:
+    endpoint_id = endpoint(alice, "http://127.0.0.1:9/h")
+    send(alice, 4)
+    record(claim(2), DOWN)  # two failures: still closed
+    make_due()
+    with CaptureQueriesContext(connection) as queries:
+        record(claim(2), OK)
+    healthy = Endpoint.objects.get(pk=endpoint_id)
+    assert (healthy.circuit_state, healthy.consecutive_failures, healthy.failing_since) == (
+        "closed",
+        0,
+        None,
+    )
+    # Recorders of every worker would queue on a row lock of a busy endpoint.
+    assert not [q for q in queries.captured_queries if "FOR UPDATE" in q["sql"] and
+                "webhooks_endpoint" in q["sql"]]  # fmt: skip
