@@ -7,7 +7,7 @@ transaction, where the ingest statement itself checks the routing version.
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery
@@ -106,3 +106,36 @@ def test_another_tenants_change_keeps_alices_cache(alice, bob):
 
 def test_the_insert_names_every_event_column():
     assert set(EVENT_COLUMNS) == {f.column for f in Event._meta.concrete_fields}
+
+
+def test_an_endpoint_deleted_after_the_gate_counts_as_a_routing_change(alice):
+    # The deferred foreign key finds it at commit; checked at once here to see the error.
+    event = event_ingest(tenant=alice.tenant, event_type="a.b", data={})
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    with pytest.raises(IntegrityError) as gone_endpoint, transaction.atomic():
+        Delivery.objects.create(
+            tenant=alice.tenant,
+            event=event,
+            endpoint_id="ep_gone",
+            next_attempt_at=event.created_at,
+        )
+    assert routing.routing_changed(gone_endpoint.value)
+    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    endpoint = Endpoint.objects.get(tenant=alice.tenant)
+    with pytest.raises(IntegrityError) as gone_event, transaction.atomic():
+        Delivery.objects.create(
+            tenant=alice.tenant, event_id="evt_gone", endpoint=endpoint,
+            next_attempt_at=event.created_at,
+        )  # fmt: skip
+    assert not routing.routing_changed(gone_event.value)  # another fault: not retried
+
+
+def test_routing_that_keeps_changing_is_a_json_503(alice, monkeypatch):
+    def changing(**kwargs):
+        raise routing.RoutingChanged("the endpoints kept changing; nothing was written")
+
+    monkeypatch.setattr("webhooks.api.intake.events_ingest", changing)
+    answer = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    assert answer.status_code == 503
+    assert answer.json() == {"message": "the endpoints kept changing; nothing was written"}

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection
 
+from core.exceptions import HomingError
 from webhooks.models import Endpoint, Event, RoutingVersion
 
 CACHE_TENANTS = 10_000  # tenants remembered per process; past it the cache starts over
@@ -49,8 +50,11 @@ class Routing:
         return found if exclude is None else tuple(e for e in found if e.pk != exclude)
 
 
-class RoutingChanged(Exception):
-    """An endpoint changed since the routing was read: nothing was written."""
+class RoutingChanged(HomingError):
+    """An endpoint kept changing while the routing was read: nothing was written, and
+    the request may simply be sent again (a JSON 503, not a server error)."""
+
+    status_code = 503
 
 
 _cache: dict[str, Routing] = {}
@@ -98,13 +102,22 @@ def gated_tenant_sql(*, tenant_id: str, version: int) -> tuple[str, list[Any]]:
 
 
 def routing_changed(error: IntegrityError) -> bool:
-    """Whether this error is the gate of `gated_tenant_sql` closing (not another fault)."""
+    """Whether this error says the routing changed under the statement (not another
+    fault): the gate of `gated_tenant_sql` closing, or an endpoint deleted after the
+    gate was read, which the deferred foreign key finds at commit."""
     diag = getattr(error.__cause__, "diag", None)
-    return (
-        diag is not None
-        and getattr(diag, "sqlstate", None) == "23502"  # not_null_violation
-        and diag.table_name == Event._meta.db_table
-        and diag.column_name == Event._meta.get_field("tenant").column
+    if diag is None:
+        return False
+    sqlstate = getattr(diag, "sqlstate", None)
+    if sqlstate == "23502":  # not_null_violation: the gate
+        return (
+            diag.table_name == Event._meta.db_table
+            and diag.column_name == Event._meta.get_field("tenant").column
+        )
+    # foreign_key_violation of a row pointing at a missing endpoint (the constraint's
+    # name is truncated; PostgreSQL's detail names the table the key is missing from)
+    return sqlstate == "23503" and (diag.message_detail or "").endswith(
+        f'is not present in table "{Endpoint._meta.db_table}".'
     )
 
 
