@@ -21,7 +21,7 @@ _worker: Worker | None = None
 def deliver(delivery_ids: list[str]) -> None:
     # The worker's claim loop claims and sends; the message only wakes it.
     if _worker is not None:
-        _worker.wake(delivery_ids)
+        _worker.wake()
 
 
 @shared_task(name=RETRY_WHEN_FREE_TASK, ignore_result=True)

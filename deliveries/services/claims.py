@@ -93,7 +93,7 @@ def deliveries_claim(**how: Any) -> list[Claimed]:
 
 def deliveries_claim_fairly(
     *,
-    delivery_ids: Sequence[str],
+    delivery_ids: Sequence[str] = (),
     limit: int,
     policy: Policy,
     due: Sequence[DueEndpoint] | None = None,
