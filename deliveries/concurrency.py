@@ -71,8 +71,23 @@ end
 return out
 """
 
+# KEYS: per hand-over, its endpoint's set; ARGV: lease seconds, then per hand-over the
+# finished delivery and the one that took its slot. The count never changes.
+_HAND_OVER_SCRIPT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local lease = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  redis.call('ZREM', KEYS[i], ARGV[2 * i])
+  redis.call('ZADD', KEYS[i], now + lease, ARGV[2 * i + 1])
+  redis.call('PEXPIRE', KEYS[i], math.ceil(lease * 1000))
+end
+return #KEYS
+"""
+
 _script: redis.commands.core.Script | None = None
 _room_script: redis.commands.core.Script | None = None
+_hand_over_script: redis.commands.core.Script | None = None
 
 
 class _Local:
@@ -118,6 +133,13 @@ class _Local:
                     held.pop(delivery_id, None)
                     if not held:
                         del self._held[endpoint_id]
+
+    def hand_over(self, handed: Sequence[tuple[str, str, str]], lease: float) -> None:
+        with self._lock:
+            for endpoint_id, finished_id, next_id in handed:
+                held = self._held.setdefault(endpoint_id, {})
+                held.pop(finished_id, None)
+                held[next_id] = time.monotonic() + lease
 
     def ramp_start(self, endpoint_id: str) -> None:
         with self._lock:
@@ -205,6 +227,28 @@ def release_many(*, finished: Sequence[tuple[str, str]]) -> None:
     except (redis.RedisError, OSError):
         # Their members lapse with the lease.
         logger.warning("could not release endpoint slots (Redis)", exc_info=True)
+
+
+def hand_over(*, handed: Sequence[tuple[str, str, str]], lease_seconds: float) -> None:
+    """Each (endpoint, finished delivery, next delivery): the next one took the finished
+    one's slot without asking (the worker sent it as the other's answer came), so the
+    endpoint's count stays; its hold lapses a lease from now. One round trip for all."""
+    if not settings.REDIS_URL:
+        _local.hand_over(handed, lease_seconds)
+        return
+    if not handed:
+        return
+    global _hand_over_script
+    try:
+        if _hand_over_script is None:
+            _hand_over_script = redis_client().register_script(_HAND_OVER_SCRIPT)
+        _hand_over_script(
+            keys=[KEY.format(endpoint_id) for endpoint_id, _, _ in handed],
+            args=[lease_seconds, *(d for _, finished, then in handed for d in (finished, then))],
+        )
+    except (redis.RedisError, OSError):
+        # The finished ones' members lapse with their lease; the next ones go uncounted.
+        logger.warning("could not hand endpoint slots over (Redis)", exc_info=True)
 
 
 def ramp_start(*, endpoint_id: str) -> None:

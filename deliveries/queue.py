@@ -1,8 +1,9 @@
 """Publishing delivery work to Celery, by task name so nothing here imports the tasks.
 
 A message only says "wake up, look for due work" (the worker finds the deliveries it
-names through their endpoint, not by id), and the database decides whether they are due and who owns them, so a lost, late or repeated message is
-harmless: due deliveries are also found by idle workers' poll and the scheduler's sweep.
+names through their endpoint, not by id), and the database decides whether they are due
+and who owns them, so a lost, late or repeated message is harmless: due deliveries are
+also found by idle workers' poll and the scheduler's sweep.
 
 The fast path after an API commit hands ids to a background publisher thread, which
 sends whatever has gathered as one message: a request does not wait on the broker.

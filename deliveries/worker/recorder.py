@@ -50,6 +50,12 @@ class Recorder:
         self._thread.join(timeout=WRITE_PATIENCE_SECONDS + 5)
 
     def _run(self) -> None:
+        try:
+            self._record_until_stopped()
+        finally:
+            connection.close()  # this thread's own: nothing else would close it
+
+    def _record_until_stopped(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:

@@ -6,16 +6,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+
+FORGET_EVERY = 10_000  # requests ended between two clean-ups of quiet endpoints' answers
+FORGET_AFTER_SECONDS = 60.0
 
 
 class Slots:
     """`capacity` attempts under way per process, `per_endpoint` requests open per endpoint.
 
     A claim first `reserve`s room (waiting for it), then `admit`s what it claimed. An
-    admitted delivery holds its endpoint slot until its request is over (`leave`) and its
-    capacity slot until its result is recorded (`free`); `release` does both, for an
-    attempt that never started. Claims ask each endpoint for at most its `room`.
+    admitted delivery holds its endpoint slot until its request is over (`leave`, or
+    `pass_on` to the next delivery to that endpoint) and its capacity slot until its
+    result is recorded (`free`); `release` does both, for an attempt that never started.
+    A refused delivery keeps its capacity slot until the caller `free`s it or admits it
+    later by `pass_on`. Claims ask each endpoint for at most its `room`.
     """
 
     def __init__(
@@ -30,6 +35,7 @@ class Slots:
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
         self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
+        self._drops = 0
         self._changed = threading.Condition()
         self._on_endpoint_room = on_endpoint_room
 
@@ -48,18 +54,19 @@ class Slots:
             self._used += granted
             return granted
 
-    def admit(self, endpoint_ids: Iterable[str], reserved: int) -> list[bool]:
+    def admit(self, endpoint_ids: Sequence[str], reserved: int) -> list[bool]:
         """For each claimed delivery's endpoint: may it go now (under the endpoint's
-        cap)? Reservations not turned into admissions are freed."""
+        cap)? Each claimed delivery keeps a capacity slot, admitted or not (the caller
+        frees a refused one's); reservations nothing was claimed for are freed."""
         verdict = []
         with self._changed:
-            for endpoint in endpoint_ids:
-                ok = self._endpoints[endpoint] < self.per_endpoint and reserved > 0
+            for endpoint in endpoint_ids[:reserved]:
+                ok = self._endpoints[endpoint] < self.per_endpoint
                 if ok:
                     self._endpoints[endpoint] += 1
-                    reserved -= 1
                 verdict.append(ok)
-            self._used -= reserved
+            verdict += [False] * (len(endpoint_ids) - reserved)
+            self._used -= max(0, reserved - len(endpoint_ids))
             self._changed.notify_all()
         return verdict
 
@@ -82,6 +89,17 @@ class Slots:
                 return True
             return time.monotonic() - self._last_left.get(endpoint_id, float("-inf")) < within
 
+    def open_to(self, endpoint_id: str) -> int:
+        """Requests this process has open to the endpoint (admitted, not over)."""
+        with self._changed:
+            return self._endpoints[endpoint_id]
+
+    def answered(self, endpoint_id: str, within: float) -> bool:
+        """Whether a request to the endpoint ended with an answer in the last `within`
+        seconds (a request that never started is no answer)."""
+        with self._changed:
+            return time.monotonic() - self._last_left.get(endpoint_id, float("-inf")) < within
+
     def full(self) -> set[str]:
         """Endpoints this process may open no more requests to now."""
         with self._changed:
@@ -92,14 +110,42 @@ class Slots:
         are woken. (Every time: a claim takes whatever room gathered while the previous one
         ran, so they batch by themselves; waking once per ten finished requests left a
         worker holding fewer than ten asleep until its idle poll.)"""
+        self._drop(endpoint_id, answered=True)
+        self._on_endpoint_room()
+
+    def withdraw(self, endpoint_id: str) -> None:
+        """An admitted attempt will not start (it keeps its capacity slot): its endpoint
+        slot is free. Not an answer, and no wake-up: its claim goes on."""
+        self._drop(endpoint_id, answered=False)
+
+    def pass_on(self, endpoint_id: str) -> None:
+        """An admitted attempt's request is over and a refused delivery to the same
+        endpoint takes its endpoint slot (it holds its capacity slot already)."""
+        with self._changed:
+            self._last_left[endpoint_id] = time.monotonic()
+
+    def _drop(self, endpoint_id: str, *, answered: bool) -> None:
         with self._changed:
             self._endpoints[endpoint_id] -= 1
             if self._endpoints[endpoint_id] <= 0:
                 del self._endpoints[endpoint_id]
-                self._last_left.pop(endpoint_id, None)
-            else:
+            if answered:
+                # Kept when nothing is open any more: the next claim's requests are sent
+                # to an endpoint that answers (requests ending between two claims of a
+                # fast endpoint often leave none open).
                 self._last_left[endpoint_id] = time.monotonic()
-        self._on_endpoint_room()
+            self._drops += 1
+            if self._drops % FORGET_EVERY == 0:
+                self._forget_quiet_endpoints()
+
+    def _forget_quiet_endpoints(self) -> None:
+        """Last answers of endpoints with nothing open for a while: a process that sent to
+        many endpoints does not keep one entry each forever."""
+        long_ago = time.monotonic() - FORGET_AFTER_SECONDS
+        for endpoint_id in [
+            e for e, at in self._last_left.items() if at < long_ago and e not in self._endpoints
+        ]:
+            del self._last_left[endpoint_id]
 
     def free(self) -> None:
         """An admitted attempt is over and recorded: its capacity slot is free."""
@@ -109,7 +155,8 @@ class Slots:
 
     def release(self, endpoint_id: str) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
-        self.leave(endpoint_id)
+        self._drop(endpoint_id, answered=False)
+        self._on_endpoint_room()
         self.free()
 
     def wait_idle(self, timeout: float) -> bool:

@@ -4,6 +4,8 @@ One `Worker` per worker process owns everything that moves a delivery:
 - the claim loop (a thread): Celery messages and an idle poll wake it; it claims due
   deliveries in batches with a lease, while the slots have room;
 - the slots (slots.py): attempts in flight, in all and per endpoint, counted once;
+- the next in line: deliveries claimed beyond an answering endpoint's room wait here, and
+  each answer hands its slot straight to one of them (no claim between two requests);
 - the sender (sender.py): one event-loop thread; each attempt is a coroutine bounded by
   HOMING_DELIVERY_TIMEOUT as a whole;
 - the recorder (recorder.py): a thread writing results in batches;
@@ -20,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -56,6 +58,7 @@ logger = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 0.25  # an idle worker looks for due work this often (read-only)
 ERROR_PAUSE_SECONDS = 1.0
+CLOSE_SECONDS = 5.0  # how long closing waits for the claim loop to finish its claim
 # A claim waits until at least this many slots are free: not a claim per freed slot.
 MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
@@ -66,6 +69,14 @@ RELEASE_GATHER_SECONDS = 0.002
 # An endpoint at its cap whose first attempts wait counts for the retry budget while it
 # answered a request this recently (budget.py).
 FIRSTS_MOVING_SECONDS = 1.0
+# An endpoint that answered this recently may have one delivery claimed ahead per request
+# of ours open to it: the answer hands its slot over (measured, one endpoint at the
+# default cap of 50: a freed slot otherwise sat ~15 ms until the next claim took it).
+ANSWERING_SECONDS = 0.5
+LINE_PER_REQUEST = 2
+# A delivery claimed ahead that no answer took within this is given back: its lease must
+# still cover a whole attempt when it starts.
+NEXT_IN_LINE_SECONDS = 2.0
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -97,7 +108,13 @@ class Worker:
         # Rate-limited endpoint -> when this process last sent to it (the loop's clock).
         self._last_sent: dict[str, float] = {}
         self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
+        # (endpoint, finished delivery, next delivery): slots handed over, lease seconds.
+        self._handed: list[tuple[str, str, str]] = []
+        self._handed_lease = 0.0
         self._finishing = threading.Event()
+        self._releasing = threading.Lock()  # one batch of releases at a time, in order
+        # Endpoint -> deliveries claimed ahead, with the policy and when they were claimed.
+        self._next_in_line: dict[str, deque[tuple[Claimed, Policy, float]]] = {}
         self._lock = threading.Lock()
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
@@ -132,11 +149,19 @@ class Worker:
         self._woken.set()
 
     def drain(self, timeout: float) -> bool:
-        """Wait until every attempt under way is recorded; True if all were."""
+        """Give back the deliveries claimed ahead and wait until every attempt under way
+        is recorded; True if all were."""
+        try:
+            self._give_back_next_in_line(older_than=0.0)
+        except Exception:
+            logger.warning("could not give back deliveries claimed ahead", exc_info=True)
         return self.slots.wait_idle(timeout)
 
     def close(self) -> None:
         self.stop()
+        claims = self._threads[0]
+        if claims.is_alive():
+            claims.join(timeout=CLOSE_SECONDS)  # out of its claim, its connection closed
         self.recorder.stop()
         self.sender.close()
         self._release_finished()  # what the releases thread has not sent yet
@@ -144,10 +169,17 @@ class Worker:
     # --- the claim loop ----------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._claim_until_stopped()
+        finally:
+            connection.close()  # this thread's own: nothing else would close it
+
+    def _claim_until_stopped(self) -> None:
         while not self._stopping.is_set():
             woken = self._woken.wait(IDLE_POLL_SECONDS)
             self._woken.clear()
             try:
+                self._give_back_next_in_line(older_than=NEXT_IN_LINE_SECONDS)
                 if not self._answer_message() and not woken and not deliveries_due_exist():
                     continue
                 while not self._stopping.is_set() and self._claim_and_send():
@@ -178,6 +210,7 @@ class Worker:
         # Our own finished requests first: woken by them, a claim would otherwise see
         # their slots still held in the cluster and take nothing.
         self._release_finished()
+        self._give_back_next_in_line(older_than=NEXT_IN_LINE_SECONDS)
         policy = current_policy()
         reserved = self.slots.reserve(BATCH_SIZE, at_least=MIN_RESERVATION, timeout=1.0)
         if not reserved:
@@ -189,19 +222,21 @@ class Worker:
             raise
         verdict = self.slots.admit([c.endpoint_id for c in claimed], reserved)
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
-        over_cap = [c.id for c, ok in zip(claimed, verdict, strict=True) if not ok]
+        refused = [c for c, ok in zip(claimed, verdict, strict=True) if not ok]
         try:
-            if over_cap:  # a circuit's probe over this process's cap: due again at once
-                deliveries_give_back(delivery_ids=over_cap)
-            admitted = self._within_cluster_cap(admitted, policy)
+            admitted, full = self._within_cluster_cap(admitted, policy)
+            refused += full
             timed = self._within_rate_limits(admitted)
         except BaseException:
             for delivery in admitted:  # their leases expire; the scheduler retries them
                 self._release(delivery)
+            for _ in refused:
+                self.slots.free()
             raise
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
+        self._line_up_or_give_back(refused, policy)
         return len(claimed) == reserved
 
     def _claim(self, limit: int, policy: Policy) -> list[Claimed]:
@@ -223,7 +258,7 @@ class Worker:
             due=due,
             room=room,
             rotation=self._rotation,
-            skip_endpoints=skip | self.slots.full(),
+            skip_endpoints=skip,
             first_attempts_only=allowance is not None,
         )
         claimed = claim.deliveries
@@ -246,25 +281,87 @@ class Worker:
         self.budget.claimed(retries=len(claimed) - len(firsts), firsts=len(firsts))
         return claimed
 
-    def _within_cluster_cap(self, deliveries: list[Claimed], policy: Policy) -> list[Claimed]:
-        """Those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py);
-        the others (another worker took the last slots first) are given back."""
+    def _within_cluster_cap(
+        self, deliveries: list[Claimed], policy: Policy
+    ) -> tuple[list[Claimed], list[Claimed]]:
+        """(those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py),
+        the others: claimed ahead, or another worker took the last slots first)."""
         verdict = concurrency.acquire(
             endpoint_ids=[d.endpoint_id for d in deliveries],
             delivery_ids=[d.id for d in deliveries],
             lease_seconds=policy.lease_seconds,
         )
         full = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
-        if full:
-            # Due again at once: the next claim asks the endpoint's room first, so they
-            # are not claimed again until there is some. (Pausing the endpoint here left
-            # both workers idle whenever they raced for the last slots.)
-            try:
-                deliveries_give_back(delivery_ids=[d.id for d in full])
-            finally:
-                for delivery in full:
-                    self.slots.release(delivery.endpoint_id)
-        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok]
+        for delivery in full:
+            self.slots.withdraw(delivery.endpoint_id)
+        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok], full
+
+    def _line_up_or_give_back(self, deliveries: list[Claimed], policy: Policy) -> None:
+        """Claimed deliveries with no slot yet: next in line at their endpoint while it
+        answers (one per request of ours open to it), else given back, due again at once
+        (the next claim asks the endpoint's room first, so they are not claimed again
+        until there is some)."""
+        given_back = []
+        now = time.monotonic()
+        with self._lock:
+            for delivery in deliveries:
+                line = self._next_in_line.setdefault(delivery.endpoint_id, deque())
+                # LINE_PER_REQUEST per request of ours open to the endpoint: each answer
+                # takes one from the line.
+                length = LINE_PER_REQUEST * self.slots.open_to(delivery.endpoint_id)
+                lines_up = self._lines_up(delivery.endpoint_id, delivery.endpoint.rate_limit)
+                if self._stopping.is_set() or not lines_up or len(line) >= length:
+                    given_back.append(delivery)
+                else:
+                    line.append((delivery, policy, now))
+            for endpoint_id in [e for e, line in self._next_in_line.items() if not line]:
+                del self._next_in_line[endpoint_id]
+        self._give_back(given_back)
+
+    def _lines_up(self, endpoint_id: str, rate_limit: int | None) -> bool:
+        """Whether deliveries may wait in line at an endpoint: it answers, and no rate
+        limit spaces its requests (the spacing decides when they go)."""
+        return not rate_limit and self.slots.answered(endpoint_id, within=ANSWERING_SECONDS)
+
+    def _next_for(self, endpoint_id: str) -> tuple[Claimed, Policy] | None:
+        """The delivery next in line at the endpoint, unless it waited too long (the
+        claim loop gives it back) or the worker is stopping (drain gives it back)."""
+        with self._lock:
+            line = self._next_in_line.get(endpoint_id)
+            if not line or self._stopping.is_set():
+                return None
+            delivery, policy, since = line[0]
+            if time.monotonic() - since >= NEXT_IN_LINE_SECONDS:
+                return None
+            line.popleft()
+            if not line:
+                del self._next_in_line[endpoint_id]
+            return delivery, policy
+
+    def _give_back_next_in_line(self, *, older_than: float) -> None:
+        """Deliveries that waited in line `older_than` seconds or more: due again at once."""
+        if not self._next_in_line:
+            return
+        stale = []
+        cutoff = time.monotonic() - older_than
+        with self._lock:
+            for endpoint_id, line in list(self._next_in_line.items()):
+                while line and line[0][2] <= cutoff:
+                    stale.append(line.popleft()[0])
+                if not line:
+                    del self._next_in_line[endpoint_id]
+        self._give_back(stale)
+
+    def _give_back(self, deliveries: list[Claimed]) -> None:
+        """Claimed deliveries that will not be sent now: due again at once, and their
+        capacity slots (their leases expire if the database does not answer)."""
+        if not deliveries:
+            return
+        try:
+            deliveries_give_back(delivery_ids=[d.id for d in deliveries])
+        finally:
+            for _ in deliveries:
+                self.slots.free()
 
     def _release(self, delivery: Claimed) -> None:
         """The attempt will not happen (or never reached the recorder): its slots here
@@ -316,12 +413,31 @@ class Worker:
         the cluster may (one Redis round trip, for the endpoints a fair share would ask)."""
         due = [e for e in self.due.current() if e.id not in skip]
 
+        rooms: dict[str, int] = {}
+
         def here(endpoint: DueEndpoint) -> int:
+            # At most its rate room; for the cluster's room, Redis is asked next.
+            if self._lines_up(endpoint.id, endpoint.rate_limit):
+                return rate_room(endpoint)
             return min(self.slots.room(endpoint.id), rate_room(endpoint))
+
+        def room(endpoint: DueEndpoint) -> int:
+            # What may go now, and at an endpoint that answers, enough to wait in line
+            # behind every request of ours open to it once these went.
+            if endpoint.id not in rooms:
+                going = min(self.slots.room(endpoint.id), cluster.get(endpoint.id, 0))
+                ahead = 0
+                if self._lines_up(endpoint.id, endpoint.rate_limit):
+                    with self._lock:
+                        waiting = len(self._next_in_line.get(endpoint.id, ()))
+                    open_then = self.slots.open_to(endpoint.id) + going
+                    ahead = max(0, LINE_PER_REQUEST * open_then - waiting)
+                rooms[endpoint.id] = min(going + ahead, rate_room(endpoint))
+            return rooms[endpoint.id]
 
         wanted = fair_shares(limit=limit, endpoints=due, room=here, rotation=self._rotation)
         cluster = concurrency.rooms(endpoint_ids=list(wanted))
-        return [e for e in due if cluster.get(e.id, 0) > 0], lambda e: min(here(e), cluster[e.id])
+        return [e for e in due if e.id in wanted and room(e) > 0], room
 
     def _leave(self, delivery: Claimed) -> None:
         """The attempt's request is over: its endpoint slot here, and in the cluster with
@@ -343,9 +459,29 @@ class Worker:
             self._release_finished()
 
     def _release_finished(self) -> None:
+        # Hand-overs before releases, one batch at a time: a delivery handed a slot may
+        # finish (and be released) before the hand-over reached Redis.
+        with self._releasing:
+            with self._lock:
+                finished, self._finished = self._finished, []
+                handed, self._handed = self._handed, []
+            concurrency.hand_over(handed=handed, lease_seconds=self._handed_lease)
+            concurrency.release_many(finished=finished)
+
+    def _request_over(self, delivery: Claimed) -> None:
+        """On the event loop, as an answer (or error) ends a request: its endpoint slot goes
+        to the delivery next in line there, sent at once, or is left."""
+        following = self._next_for(delivery.endpoint_id)
+        if following is None:
+            self._leave(delivery)
+            return
+        successor, policy = following
+        self.slots.pass_on(delivery.endpoint_id)
         with self._lock:
-            finished, self._finished = self._finished, []
-        concurrency.release_many(finished=finished)
+            self._handed.append((delivery.endpoint_id, delivery.id, successor.id))
+            self._handed_lease = policy.lease_seconds
+        self._finishing.set()
+        self._start_attempt(successor, policy)
 
     # --- one attempt (on the sender's event loop) --------------------------------------
 
@@ -379,7 +515,7 @@ class Worker:
             finally:
                 # The request is over: the endpoint may take another one now; the
                 # capacity slot waits for the record (results held in memory are bounded).
-                self._leave(delivery)
+                self._request_over(delivery)
             self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
             submitted = True
         finally:

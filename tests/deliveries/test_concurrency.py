@@ -73,3 +73,27 @@ def test_room_is_what_acquire_would_admit(endpoint, settings) -> None:
     assert concurrency.rooms(endpoint_ids=[endpoint, "ep_idle"]) == {endpoint: 0, "ep_idle": 5}
     concurrency.release_many(finished=[(endpoint, "a"), (endpoint, "b")])
     assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 1}
+
+
+def test_a_handed_over_slot_keeps_the_count_and_belongs_to_the_next_delivery(
+    endpoint, settings
+) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 2
+    concurrency.acquire(endpoint_ids=[endpoint] * 2, delivery_ids=["d1", "d2"], lease_seconds=60)
+    concurrency.hand_over(handed=[(endpoint, "d1", "d3")], lease_seconds=60)
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 0}
+    concurrency.release(endpoint_id=endpoint, delivery_id="d1")  # no longer holds one
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 0}
+    concurrency.release(endpoint_id=endpoint, delivery_id="d3")
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 1}
+
+
+def test_a_handed_over_slot_lapses_a_lease_after_the_hand_over(endpoint, settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 1
+    concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["d1"], lease_seconds=1.0)
+    time.sleep(0.6)
+    concurrency.hand_over(handed=[(endpoint, "d1", "d2")], lease_seconds=1.0)
+    time.sleep(0.6)  # past d1's lease, within d2's
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 0}
+    time.sleep(0.5)
+    assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 1}

@@ -21,12 +21,39 @@ def test_it_reserves_at_most_the_free_capacity() -> None:
 
 def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
     slots = make()
-    reserved = slots.reserve(6)
+    reserved = slots.reserve(8)
     verdict = slots.admit(["a"] * 5 + ["b"], reserved)
     assert verdict == [True] * 4 + [False, True]
-    assert slots.in_flight == 5  # the refused one's reservation was freed
+    # Nothing was claimed for two reservations: freed. The refused one keeps its slot
+    # until the worker lines it up or gives it back.
+    assert slots.in_flight == 6
     assert slots.full() == {"a"}
     assert (slots.room("a"), slots.room("b"), slots.room("c")) == (0, 3, 4)
+    slots.free()
+    assert slots.in_flight == 5
+
+
+def test_an_endpoint_counts_as_answering_only_while_its_answers_come() -> None:
+    slots = make()
+    slots.admit(["a"] * 3 + ["b"], slots.reserve(4))
+    assert not slots.answered("a", within=1.0)  # nothing answered yet
+    slots.leave("a")
+    assert slots.answered("a", within=1.0) and slots.open_to("a") == 2
+    assert not slots.answered("a", within=0.0)  # not recently enough
+    slots.withdraw("b")  # never started: not an answer
+    assert not slots.answered("b", within=1.0) and slots.room("b") == 4
+    slots.leave("a")
+    slots.leave("a")  # nothing open any more: it still answered
+    assert slots.answered("a", within=1.0) and slots.open_to("a") == 0
+
+
+def test_a_slot_passed_on_stays_taken_and_counts_as_an_answer() -> None:
+    woken = []
+    slots = make(on_endpoint_room=lambda: woken.append(True))
+    slots.admit(["a"] * 4, slots.reserve(4))
+    slots.pass_on("a")
+    assert slots.room("a") == 0 and slots.open_to("a") == 4 and slots.answered("a", within=1.0)
+    assert woken == []  # no room came free: no claim to wake
 
 
 def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
