@@ -6,6 +6,10 @@ from django.db.models import Q
 from core.ids import id_field
 from webhooks.models import Endpoint, Event, Tenant
 
+# Pending deliveries, as the index `delivery_due_by_time` (time order, all endpoints)
+# knows them: a filter on this lets a query walk it (see that index's comment).
+PENDING_IN_TIME_ORDER = Q(status="pending", attempt_count__gte=0)
+
 
 class Delivery(models.Model):
     """One event on its way to one endpoint; the database is its queue."""
@@ -34,11 +38,16 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         indexes = [
-            # Claims and the scheduler: pending deliveries whose next_attempt_at has passed.
+            # The scheduler, the idle poll and the gauges: pending deliveries in time order,
+            # whatever their endpoint. `attempt_count >= 0` always holds (the column's
+            # check); claims never say it, so they cannot walk this index: the planner
+            # costed it like the endpoint's own below and sometimes walked it for one
+            # endpoint's share, past every other endpoint's due rows (38-95 ms a claim).
+            # Queries that want it filter on PENDING_IN_TIME_ORDER.
             models.Index(
                 fields=["next_attempt_at"],
-                name="delivery_due",
-                condition=Q(status="pending"),
+                name="delivery_due_by_time",
+                condition=PENDING_IN_TIME_ORDER,
             ),
             # Claims, endpoint by endpoint: which endpoints have pending deliveries (a skip
             # scan) and each one's oldest due rows, without touching the others' backlogs.

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from deliveries.models import Delivery
+from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint
 
@@ -53,10 +53,8 @@ class PlatformStats:
 def platform_stats() -> PlatformStats:
     gauges = queue_gauges()
     now = timezone.now()
-    # Index delivery_due (partial on pending) answers this.
-    due_now = Delivery.objects.filter(
-        status=Delivery.Status.PENDING, next_attempt_at__lte=now
-    ).count()
+    # Index delivery_due_by_time answers this.
+    due_now = Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=now).count()
     return PlatformStats(
         deliveries=gauges.deliveries_by_status,
         due_now=due_now,
@@ -105,9 +103,9 @@ def queue_gauges() -> QueueGauges:
     waiting = DeadLetter.objects.filter(
         replayed_at__isnull=True, discarded_at__isnull=True
     ).aggregate(n=Count("id"), oldest=Min("dead_at"))
-    # The partial index delivery_due answers this with one index read.
+    # The index delivery_due_by_time answers this with one index read.
     most_overdue = (
-        Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now)
+        Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=now)
         .order_by("next_attempt_at")
         .values_list("next_attempt_at", flat=True)
         .first()

@@ -1,10 +1,10 @@
 """Claiming due deliveries: conditional UPDATE … RETURNING, safe under concurrency.
 
 A claim moves `pending` rows whose time has come to `delivering` with a lease and
-numbers their attempt. Two claimers never get the same row: SKIP LOCKED makes them
-take disjoint rows on PostgreSQL, and the outer `status` check is re-evaluated on a
-row a concurrent claimer just changed (the only guard on SQLite, which serialises
-writers anyway).
+numbers their attempt. Two claimers never get the same row: on PostgreSQL each locks
+the rows it picks (FOR UPDATE SKIP LOCKED re-checks a row a concurrent claimer just
+changed, and skips one it holds); on SQLite, which serialises writers anyway, the
+UPDATE repeats the `status` check.
 
 A claim goes endpoint by endpoint, not down one queue of due rows: it asks which
 endpoints have work due (a skip scan, one index probe per endpoint), deals its rows out
@@ -32,7 +32,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from deliveries.fair_share import DueEndpoint, fair_shares
-from deliveries.models import Delivery
+from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import Policy
 from deliveries.services.health import circuits_not_closed
 from webhooks.models import Endpoint, Event
@@ -190,9 +190,7 @@ def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[
 
 def deliveries_due_exist() -> bool:
     """Whether any delivery is due: a read, so an idle worker's poll takes no write lock."""
-    return Delivery.objects.filter(
-        status=Delivery.Status.PENDING, next_attempt_at__lte=Now()
-    ).exists()
+    return Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=Now()).exists()
 
 
 def deliveries_give_back(*, delivery_ids: Sequence[str], delay: timedelta = timedelta(0)) -> None:
@@ -279,15 +277,21 @@ def _claim(
     # stale statistics), and with SKIP LOCKED each rescan finds other rows, so one
     # claim took thousands instead of `limit` (measured: 1,853 rows for a limit of 100).
     materialized = " MATERIALIZED" if connection.vendor == "postgresql" else ""
+    # Locked rows (FOR UPDATE re-checks one another claim changed meanwhile) are updated
+    # by primary key alone: with the conditions repeated, the planner could also find
+    # them by scanning every due row (on statistics taken when little was pending).
+    # Without row locks (SQLite), the repeated conditions are the guard.
+    recheck = "" if skip_locked else f" AND status = 'pending' AND next_attempt_at <= {now}"
     sql = f"""
         WITH picked AS{materialized} ({picked.format(now=now, skip_locked=skip_locked)})
         UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
             attempt_count = attempt_count + 1, updated_at = {now}
-        WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= {now}
+        WHERE id IN (SELECT id FROM picked){recheck}
         RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
     """
+    params = [*picked_params(stamps), *lease, *stamps, *(stamps if recheck else [])]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [*picked_params(stamps), *lease, *stamps, *stamps])
+        cursor.execute(sql, params)
         return cursor.fetchall()
 
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.db.models.functions import Now
 
-from deliveries.models import Delivery
+from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import wake_workers
 from deliveries.retry import ErrorKind
@@ -54,7 +54,7 @@ def deliveries_wake_for_due() -> int:
     named."""
     due = list(
         Delivery.objects.filter(
-            status=Delivery.Status.PENDING, next_attempt_at__lte=database_now()
+            PENDING_IN_TIME_ORDER, next_attempt_at__lte=database_now()
         ).values_list("id", flat=True)[:BATCH_SIZE]
     )
     if due:

@@ -105,12 +105,13 @@ class Slots:
         with self._changed:
             return {e for e, n in self._endpoints.items() if n >= self.per_endpoint}
 
-    def leave(self, endpoint_id: str) -> None:
-        """An admitted attempt's request is over: its endpoint slot is free, and the claims
-        are woken. (Every time: a claim takes whatever room gathered while the previous one
-        ran, so they batch by themselves; waking once per ten finished requests left a
-        worker holding fewer than ten asleep until its idle poll.)"""
-        self._drop(endpoint_id, answered=True)
+    def leave(self, endpoint_id: str, *, answered: bool = True) -> None:
+        """An admitted attempt's request is over (`answered`: the receiver's status line
+        came): its endpoint slot is free, and the claims are woken. (Every time: a claim
+        takes whatever room gathered while the previous one ran, so they batch by
+        themselves; waking once per ten finished requests left a worker holding fewer
+        than ten asleep until its idle poll.)"""
+        self._drop(endpoint_id, answered=answered)
         self._on_endpoint_room()
 
     def withdraw(self, endpoint_id: str) -> None:
@@ -155,8 +156,7 @@ class Slots:
 
     def release(self, endpoint_id: str) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
-        self._drop(endpoint_id, answered=False)
-        self._on_endpoint_room()
+        self.leave(endpoint_id, answered=False)
         self.free()
 
     def wait_idle(self, timeout: float) -> bool:

@@ -267,7 +267,7 @@ class Worker:
         elif allowance and len(claimed) < limit and claim.exhausted:
             # Endpoints found without (enough) first attempts: retries may wait there.
             taken = Counter(c.endpoint_id for c in claimed)
-            claimed += deliveries_claim_fairly(
+            retries = deliveries_claim_fairly(
                 limit=min(allowance, limit - len(claimed)),
                 policy=policy,
                 due=due,
@@ -275,7 +275,12 @@ class Worker:
                 rotation=self._rotation,
                 skip_endpoints=skip,
                 retries_only=True,
-            ).deliveries
+            )
+            claimed += retries.deliveries
+            # Out of both: left out until the next look. (Asked again and again, a drained
+            # endpoint's index walk passed over every row claimed since the last vacuum:
+            # PostgreSQL's CPU rose by a third in the bench's isolation runs.)
+            self.due.exhausted(claim.exhausted & retries.exhausted)
         firsts = [c.endpoint_id for c in claimed if c.attempts_in_schedule == 1]
         self._with_firsts = (self._with_firsts | set(firsts)) - claim.exhausted
         self.budget.claimed(retries=len(claimed) - len(firsts), firsts=len(firsts))
@@ -439,10 +444,10 @@ class Worker:
         cluster = concurrency.rooms(endpoint_ids=list(wanted))
         return [e for e in due if e.id in wanted and room(e) > 0], room
 
-    def _leave(self, delivery: Claimed) -> None:
+    def _leave(self, delivery: Claimed, *, answered: bool = False) -> None:
         """The attempt's request is over: its endpoint slot here, and in the cluster with
         the next batch of releases (one Redis round trip for many)."""
-        self.slots.leave(delivery.endpoint_id)
+        self.slots.leave(delivery.endpoint_id, answered=answered)
         with self._lock:
             self._finished.append((delivery.endpoint_id, delivery.id))
         self._finishing.set()
@@ -468,12 +473,13 @@ class Worker:
             concurrency.hand_over(handed=handed, lease_seconds=self._handed_lease)
             concurrency.release_many(finished=finished)
 
-    def _request_over(self, delivery: Claimed) -> None:
-        """On the event loop, as an answer (or error) ends a request: its endpoint slot goes
-        to the delivery next in line there, sent at once, or is left."""
-        following = self._next_for(delivery.endpoint_id)
+    def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
+        """On the event loop, as a request ends: after an answer, its endpoint slot goes
+        to the delivery next in line there, sent at once; else (a timeout, a refused
+        connection: no reason to hurry) it is left."""
+        following = self._next_for(delivery.endpoint_id) if answered else None
         if following is None:
-            self._leave(delivery)
+            self._leave(delivery, answered=answered)
             return
         successor, policy = following
         self.slots.pass_on(delivery.endpoint_id)
@@ -510,12 +516,13 @@ class Worker:
         submitted = False
         try:
             started_at = timezone.now()
+            result = None
             try:
                 result = await self._send(delivery, policy)
             finally:
                 # The request is over: the endpoint may take another one now; the
                 # capacity slot waits for the record (results held in memory are bounded).
-                self._request_over(delivery)
+                self._request_over(delivery, answered=result is not None and not result.error)
             self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
             submitted = True
         finally:

@@ -37,6 +37,9 @@ def test_an_endpoint_counts_as_answering_only_while_its_answers_come() -> None:
     slots = make()
     slots.admit(["a"] * 3 + ["b"], slots.reserve(4))
     assert not slots.answered("a", within=1.0)  # nothing answered yet
+    slots.leave("a", answered=False)  # a timeout: the request is over, with no answer
+    assert not slots.answered("a", within=1.0) and slots.open_to("a") == 2
+    slots.admit(["a"], slots.reserve(1))
     slots.leave("a")
     assert slots.answered("a", within=1.0) and slots.open_to("a") == 2
     assert not slots.answered("a", within=0.0)  # not recently enough
