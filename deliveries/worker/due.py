@@ -5,7 +5,7 @@ at most every REFRESH_SECONDS, so a claim costs no search for work. Past
 DUE_ENDPOINTS_LIMIT endpoints with work due, each look goes on where the last ended.
 An endpoint a claim found with fewer due rows than it asked for is left out until the
 next look: nothing more is due there for now. Work that becomes due meanwhile waits at
-most REFRESH_SECONDS (a new event's wake-up names its deliveries, so it does not wait).
+most REFRESH_SECONDS (a wake-up message makes the next claim look at once).
 """
 
 from __future__ import annotations
