@@ -213,7 +213,7 @@ def endpoint(request: HttpRequest, pk: str) -> HttpResponse:
     if detail is None:
         raise Http404("No such endpoint.")
     # Secrets still in their rotation grace sign too: say how many besides the current one.
-    older_signing = len(endpoint_services.endpoint_signing_secrets(endpoint=detail.endpoint)) - 1
+    older_signing = endpoint_services.endpoint_secrets_in_grace(endpoint=detail.endpoint)
     return render(
         request, "console/endpoint.html", {"detail": detail, "older_signing": older_signing}
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from core import crypto
 from deliveries.models import Attempt, AttemptMinute, Delivery
 from deliveries.signing import generate_secret
 from dlq.models import DeadLetter
@@ -63,7 +64,7 @@ def demo_setup() -> dict[str, list[Endpoint]]:
                     "url": f"https://{host}/webhooks/homing",
                     "description": f"{name} {'primary' if n == 0 else 'secondary'} receiver",
                     "event_types": [] if n == 0 else ["order.*", "invoice.*"],
-                    "secret": generate_secret(),
+                    "secret": crypto.encrypt(generate_secret()),  # stored encrypted, as always
                 },
             )
             endpoints[tenant_id].append(endpoint)

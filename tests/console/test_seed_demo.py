@@ -11,6 +11,7 @@ from django.db.models import Sum
 from deliveries.models import Attempt, AttemptMinute, Delivery
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Tenant
+from webhooks.services.endpoints import endpoint_signing_secrets
 
 
 @pytest.mark.django_db(transaction=True)  # VACUUM cannot run inside the test transaction
@@ -36,3 +37,14 @@ def test_it_seeds_demo_data_and_a_second_run_adds_only_what_is_missing():
 
     call_command("seed_demo", "--dead-letters", "350", "--attempts", "3000", stdout=StringIO())
     assert DeadLetter.objects.count() == 350
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_endpoints_sign_and_show_like_any_other(client, django_user_model):
+    # Their secrets were stored in plain text: every demo endpoint's page was a 500
+    # ("cannot decrypt a stored secret"), and nothing could be signed for them.
+    call_command("seed_demo", "--dead-letters", "10", "--attempts", "100", stdout=StringIO())
+    client.force_login(django_user_model.objects.create_user("s", is_staff=True))
+    for endpoint in Endpoint.objects.all():
+        assert endpoint_signing_secrets(endpoint=endpoint)[0].startswith("whsec_")
+        assert client.get(f"/endpoints/{endpoint.pk}/").status_code == 200

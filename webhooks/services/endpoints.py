@@ -106,12 +106,17 @@ def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
 
 def endpoint_signing_secrets(*, endpoint: Endpoint) -> list[str]:
     """Every secret that signs now, decrypted: the current one, then those in their grace."""
+    return [crypto.decrypt(token) for token in [endpoint.secret, *_in_grace(endpoint)]]
+
+
+def endpoint_secrets_in_grace(*, endpoint: Endpoint) -> int:
+    """How many replaced secrets still sign besides the current one (nothing decrypted)."""
+    return len(_in_grace(endpoint))
+
+
+def _in_grace(endpoint: Endpoint) -> list[str]:
     now = timezone.now()
-    secrets = [crypto.decrypt(endpoint.secret)]
-    for item in endpoint.previous_secrets or []:
-        if _expiry(item) > now:
-            secrets.append(crypto.decrypt(item["secret"]))
-    return secrets
+    return [item["secret"] for item in endpoint.previous_secrets or [] if _expiry(item) > now]
 
 
 def _expiry(item: dict[str, str]) -> datetime:
