@@ -4,42 +4,32 @@ from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndex
 from django.db import migrations
 
 
-class AddIndexOnline(AddIndexConcurrently):
-    """CREATE INDEX CONCURRENTLY on PostgreSQL: no write lock on a live table.
-    SQLite (the embedded set-up) has no such thing and needs none."""
+class _ConcurrentlyOnPostgres:
+    """CONCURRENTLY on PostgreSQL: no write lock on a live table. SQLite (the embedded
+    set-up) has no such thing and needs none: there the plain operation runs."""
+
+    plain: type[migrations.AddIndex] | type[migrations.RemoveIndex]
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
         if schema_editor.connection.vendor == "postgresql":
             super().database_forwards(app_label, schema_editor, from_state, to_state)
         else:
-            migrations.AddIndex.database_forwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+            self.plain.database_forwards(self, app_label, schema_editor, from_state, to_state)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
         if schema_editor.connection.vendor == "postgresql":
             super().database_backwards(app_label, schema_editor, from_state, to_state)
         else:
-            migrations.AddIndex.database_backwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+            self.plain.database_backwards(self, app_label, schema_editor, from_state, to_state)
 
 
-class RemoveIndexOnline(RemoveIndexConcurrently):
-    """DROP INDEX CONCURRENTLY on PostgreSQL; a plain DROP INDEX on SQLite."""
+class AddIndexOnline(_ConcurrentlyOnPostgres, AddIndexConcurrently):
+    """CREATE INDEX CONCURRENTLY on PostgreSQL, CREATE INDEX on SQLite."""
 
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.RemoveIndex.database_forwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+    plain = migrations.AddIndex
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.RemoveIndex.database_backwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+
+class RemoveIndexOnline(_ConcurrentlyOnPostgres, RemoveIndexConcurrently):
+    """DROP INDEX CONCURRENTLY on PostgreSQL, DROP INDEX on SQLite."""
+
+    plain = migrations.RemoveIndex

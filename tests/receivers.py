@@ -93,3 +93,13 @@ class Receiver:
                 pass
 
         return Handler
+
+
+def most_at_once(starts: list[float], duration: float) -> int:
+    """The most requests open at once, each held `duration` seconds from its arrival."""
+    edges = sorted([(at, 1) for at in starts] + [(at + duration, -1) for at in starts])
+    most = current = 0
+    for _, step in edges:
+        current += step
+        most = max(most, current)
+    return most

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import connection, transaction
 
@@ -85,15 +87,8 @@ def test_looking_for_due_endpoints_and_claiming_use_the_endpoint_index(alice):
     for n in range(3):
         endpoint(alice, n)
     backlog(alice, 2000)
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {Delivery._meta.db_table}")
-    statements: list[tuple[str, tuple]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    analyze()
+    with statements_run() as statements:
         due_endpoints()
         deliveries_claim(delivery_ids=[], limit=30, policy=current_policy())
     looked_up, claimed = statements[0], next(s for s in statements if "LATERAL" in s[0])
@@ -115,15 +110,8 @@ def test_a_claim_walks_each_endpoint_through_its_own_index_whatever_the_costs_sa
     stuck = endpoint(alice, 0)
     endpoint(alice, 1), endpoint(alice, 2)
     backlog(alice, 2000)
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {Delivery._meta.db_table}")
-    statements: list[tuple[str, tuple]] = []
-
-    def capture(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
+    analyze()
+    with statements_run() as statements:
         deliveries_claim_fairly(
             limit=20, policy=current_policy(), skip_endpoints={stuck.id}, first_attempts_only=True
         )
@@ -136,6 +124,24 @@ def test_a_claim_walks_each_endpoint_through_its_own_index_whatever_the_costs_sa
         assert not any(name.startswith("delivery_due") for name in used), random_page_cost
         if random_page_cost == 4:  # the default: the endpoint's own index
             assert "delivery_endpoint_due" in used
+
+
+def analyze() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Delivery._meta.db_table}")
+
+
+@contextmanager
+def statements_run() -> Iterator[list[tuple[str, tuple]]]:
+    """The SQL statements run inside the block, with their parameters."""
+    statements: list[tuple[str, tuple]] = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        yield statements
 
 
 def _plan_nodes(plan, key: str) -> set[str]:

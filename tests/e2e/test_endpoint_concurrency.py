@@ -8,22 +8,13 @@ import pytest
 from deliveries.models import Delivery
 from tests.backlogs import due_backlog
 from tests.processes import wait_until
-from tests.receivers import Answer
+from tests.receivers import Answer, most_at_once
 from webhooks.services.endpoints import endpoint_create
 from webhooks.services.tenants import tenant_create
 
 pytestmark = pytest.mark.e2e
 
 SLOW = 0.4  # seconds the receiver takes to answer
-
-
-def most_at_once(starts: list[float], duration: float) -> int:
-    edges = sorted([(at, 1) for at in starts] + [(at + duration, -1) for at in starts])
-    most = current = 0
-    for _, step in edges:
-        current += step
-        most = max(most, current)
-    return most
 
 
 def test_the_cap_holds_across_two_workers(homing, receiver_factory):

@@ -11,7 +11,7 @@ from deliveries.models import Delivery
 from deliveries.worker import Worker
 from tests.backlogs import due_backlog
 from tests.processes import wait_until
-from tests.receivers import Answer, Receiver
+from tests.receivers import Answer, Receiver, most_at_once
 from webhooks.services.endpoints import endpoint_create
 from webhooks.services.tenants import tenant_create
 
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SLOW = 0.1  # seconds the receiver takes to answer
 COUNT = 16
-
-
-def most_at_once(starts: list[float], duration: float) -> int:
-    edges = sorted([(at, 1) for at in starts] + [(at + duration, -1) for at in starts])
-    most = current = 0
-    for _, step in edges:
-        current += step
-        most = max(most, current)
-    return most
 
 
 @pytest.fixture
