@@ -93,7 +93,6 @@ def deliveries_claim(**how: Any) -> list[Claimed]:
 
 def deliveries_claim_fairly(
     *,
-    delivery_ids: Sequence[str] = (),
     limit: int,
     policy: Policy,
     due: Sequence[DueEndpoint] | None = None,
@@ -104,7 +103,7 @@ def deliveries_claim_fairly(
     retries_only: bool = False,
 ) -> Claim:
     """Claim up to `limit` due deliveries: one probe per open circuit whose time has
-    come, then these `delivery_ids` if due and free, then rows of the `due` endpoints
+    come, then rows of the `due` endpoints
     (queried here when not given) shared fairly between tenants (fair_share.py), at most
     `room(endpoint)` each. Never for `skip_endpoints` (full or throttled) nor for
     endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
@@ -121,14 +120,6 @@ def deliveries_claim_fairly(
     which_attempts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
     if retries_only:
         which_attempts = " AND attempt_count > schedule_offset"
-    ids = list(dict.fromkeys(delivery_ids))[:limit]
-    if ids:
-        # Named by a wake-up: found by primary key, whatever their endpoint's backlog.
-        skipped = sorted(skip)
-        condition = f"id IN ({_placeholders(ids)}){which_attempts}"
-        if skipped:
-            condition += f" AND endpoint_id NOT IN ({_placeholders(skipped)})"
-        rows += _claim_rows(condition, [*ids, *skipped], policy.lease_seconds, limit)
     exhausted: set[str] = set()
     if len(rows) < limit:
         taken = Counter(row[3] for row in rows)
@@ -203,10 +194,6 @@ def deliveries_give_back(*, delivery_ids: Sequence[str], delay: timedelta = time
         next_attempt_at=ExpressionWrapper(Now() + delay, output_field=DateTimeField()),
         updated_at=timezone.now(),
     )
-
-
-def _placeholders(values: Sequence[str]) -> str:
-    return ", ".join(["%s"] * len(values))
 
 
 def _claim_rows(

@@ -55,18 +55,18 @@ class Slots:
             return granted
 
     def admit(self, endpoint_ids: Sequence[str], reserved: int) -> list[bool]:
-        """For each claimed delivery's endpoint: may it go now (under the endpoint's
-        cap)? Each claimed delivery keeps a capacity slot, admitted or not (the caller
-        frees a refused one's); reservations nothing was claimed for are freed."""
+        """For each delivery one claim of at most `reserved` took, its endpoint: may it
+        go now (under the endpoint's cap)? Each keeps a capacity slot, admitted or not
+        (the caller frees a refused one's); reservations nothing was claimed for are
+        freed."""
         verdict = []
         with self._changed:
-            for endpoint in endpoint_ids[:reserved]:
+            for endpoint in endpoint_ids:
                 ok = self._endpoints[endpoint] < self.per_endpoint
                 if ok:
                     self._endpoints[endpoint] += 1
                 verdict.append(ok)
-            verdict += [False] * (len(endpoint_ids) - reserved)
-            self._used -= max(0, reserved - len(endpoint_ids))
+            self._used -= reserved - len(endpoint_ids)
             self._changed.notify_all()
         return verdict
 

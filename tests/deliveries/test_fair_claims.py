@@ -30,10 +30,7 @@ def backlog(actor, events: int) -> None:
 
 def claimed_endpoints(limit: int, **kwargs) -> list[str]:
     policy = current_policy()
-    return [
-        c.endpoint_id
-        for c in deliveries_claim(delivery_ids=[], limit=limit, policy=policy, **kwargs)
-    ]
+    return [c.endpoint_id for c in deliveries_claim(limit=limit, policy=policy, **kwargs)]
 
 
 def test_a_quiet_tenants_new_delivery_is_in_the_next_claim_behind_a_deep_backlog(alice, bob):
@@ -66,7 +63,6 @@ def test_an_endpoint_found_with_fewer_due_rows_than_asked_is_reported_exhausted(
     Delivery.objects.filter(endpoint=deep).update(next_attempt_at="2999-01-01T00:00:00Z")
     backlog(alice, 30)  # 30 more due for each
     claim = deliveries_claim_fairly(
-        delivery_ids=[],
         limit=100,
         policy=current_policy(),
         room=lambda e: 40 if e.id == deep.id else 20,
@@ -90,7 +86,7 @@ def test_looking_for_due_endpoints_and_claiming_use_the_endpoint_index(alice):
     analyze()
     with statements_run() as statements:
         due_endpoints()
-        deliveries_claim(delivery_ids=[], limit=30, policy=current_policy())
+        deliveries_claim(limit=30, policy=current_policy())
     looked_up, claimed = statements[0], next(s for s in statements if "LATERAL" in s[0])
     for sql, params in (looked_up, claimed):
         with connection.cursor() as cursor:

@@ -41,7 +41,7 @@ def send(actor, n: int, event_type: str = "order.paid") -> None:
 
 
 def claim(limit: int = 50):
-    return deliveries_claim(delivery_ids=[], limit=limit, policy=current_policy())
+    return deliveries_claim(limit=limit, policy=current_policy())
 
 
 def record(claimed, result: SendResult, endpoint_id: str | None = None):

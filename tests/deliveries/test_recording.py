@@ -23,7 +23,7 @@ def claimed(alice):
     alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
     for n in range(4):
         alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
-    return deliveries_claim(delivery_ids=[], limit=10, policy=current_policy())
+    return deliveries_claim(limit=10, policy=current_policy())
 
 
 def outcome(delivery, result) -> Outcome:

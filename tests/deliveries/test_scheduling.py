@@ -27,32 +27,30 @@ def deliveries(alice):
     return list(Delivery.objects.order_by("created_at"))
 
 
-def claim(ids=(), limit=50):
-    return [
-        c.id for c in deliveries_claim(delivery_ids=list(ids), limit=limit, policy=current_policy())
-    ]
+def claim(limit=50):
+    return [c.id for c in deliveries_claim(limit=limit, policy=current_policy())]
 
 
-def test_a_claim_takes_named_deliveries_first_and_each_once(deliveries):
-    newest = deliveries[-1]
-    assert claim([newest.id], limit=1) == [newest.id]
-    rest = claim([newest.id])  # a repeated message: the others, never the same one again
-    assert sorted(rest) == sorted(d.id for d in deliveries[:-1])
-    assert claim([d.id for d in deliveries]) == []
-    claimed = Delivery.objects.get(pk=newest.id)
+def test_a_claim_takes_the_oldest_due_deliveries_and_each_once(deliveries):
+    oldest = deliveries[0]
+    assert claim(limit=1) == [oldest.id]
+    rest = claim()  # the others, never the same one again
+    assert sorted(rest) == sorted(d.id for d in deliveries[1:])
+    assert claim() == []
+    claimed = Delivery.objects.get(pk=oldest.id)
     assert claimed.status == "delivering" and claimed.attempt_count == 1
     assert claimed.lease_expires_at > timezone.now()
 
 
 def test_a_claim_carries_what_the_attempt_needs(deliveries):
-    target = deliveries[2]
-    (claimed,) = deliveries_claim(delivery_ids=[target.id], limit=1, policy=current_policy())
+    target = deliveries[0]
+    (claimed,) = deliveries_claim(limit=1, policy=current_policy())
     assert (claimed.id, claimed.tenant_id, claimed.attempt_count) == (
         target.id,
         target.tenant_id,
         1,
     )
-    assert claimed.event.id == target.event_id and claimed.event.data == {"n": 2}
+    assert claimed.event.id == target.event_id and claimed.event.data == {"n": 0}
     assert claimed.event.type == "a.b" and claimed.event.created_at == target.event.created_at
     assert claimed.endpoint.url == "http://127.0.0.1:9/h"
 
@@ -66,7 +64,7 @@ def test_due_work_is_seen_without_a_write(deliveries, django_assert_num_queries)
 
 def test_a_delivery_is_never_claimed_before_it_is_due(deliveries):
     Delivery.objects.update(next_attempt_at=timezone.now() + timedelta(seconds=30))
-    assert claim([d.id for d in deliveries]) == []
+    assert claim() == []
 
 
 def test_the_sweep_wakes_workers_with_one_message_while_the_doorbell_is_up(deliveries, redis_url):
@@ -84,7 +82,7 @@ def test_the_sweep_wakes_workers_with_one_message_while_the_doorbell_is_up(deliv
 
 def test_an_expired_lease_records_worker_lost_and_retries(deliveries):
     delivery = deliveries[0]
-    claim([delivery.id], limit=1)
+    assert claim(limit=1) == [delivery.id]
     Delivery.objects.filter(pk=delivery.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
@@ -113,8 +111,6 @@ def test_a_lost_last_attempt_ends_in_the_dead_letter_queue(deliveries, settings)
 
 def test_a_claim_skips_endpoints_with_enough_in_flight(deliveries):
     busy = deliveries[0].endpoint_id
-    skipped = deliveries_claim(
-        delivery_ids=[deliveries[0].id], limit=50, policy=current_policy(), skip_endpoints={busy}
-    )
+    skipped = deliveries_claim(limit=50, policy=current_policy(), skip_endpoints={busy})
     assert skipped == []
     assert Delivery.objects.filter(status="pending").count() == len(deliveries)

@@ -32,9 +32,7 @@ def test_a_first_attempts_only_claim_leaves_retries_waiting(alice) -> None:
         alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
     retries = list(Delivery.objects.values_list("id", flat=True)[:4])
     Delivery.objects.filter(pk__in=retries).update(attempt_count=2)  # tried twice already
-    claimed = deliveries_claim(
-        delivery_ids=[], limit=10, policy=current_policy(), first_attempts_only=True
-    )
+    claimed = deliveries_claim(limit=10, policy=current_policy(), first_attempts_only=True)
     assert len(claimed) == 2 and not {c.id for c in claimed} & set(retries)
     assert all(c.attempts_in_schedule == 1 for c in claimed)
 
@@ -45,5 +43,5 @@ def test_a_retries_only_claim_leaves_first_attempts_waiting(alice) -> None:
         alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
     retries = list(Delivery.objects.values_list("id", flat=True)[:4])
     Delivery.objects.filter(pk__in=retries).update(attempt_count=2)
-    claimed = deliveries_claim(delivery_ids=[], limit=3, policy=current_policy(), retries_only=True)
+    claimed = deliveries_claim(limit=3, policy=current_policy(), retries_only=True)
     assert len(claimed) == 3 and {c.id for c in claimed} <= set(retries)
