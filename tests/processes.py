@@ -1,9 +1,12 @@
-"""Start Homing's real processes (Celery worker, scheduler) against the test database."""
+"""Start Homing's real processes (web, Celery worker, scheduler) against the test database."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -102,3 +105,50 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1, message: s
             return
         time.sleep(interval)
     raise AssertionError(message or f"condition not met within {timeout}s")
+
+
+class Web:
+    """A real gunicorn web process, as the Procfile runs it, on a free port."""
+
+    def __init__(self, log_dir, name: str) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process = Process(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--worker-class",
+                "gthread",
+                "--workers",
+                "1",
+                "--threads",
+                "2",
+            ],
+            log_dir,
+        )
+        wait_until(self._up, timeout=30, message=f"{name} did not start: {self.process.log()}")
+
+    def _up(self) -> bool:
+        try:
+            self.call("GET", "/healthz", key="")
+        except OSError:
+            return False
+        return True
+
+    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, object]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            payload = None if body is None else json.dumps(body)
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        return response.status, (json.loads(raw) if raw else None)

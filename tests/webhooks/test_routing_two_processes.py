@@ -4,62 +4,12 @@ endpoint, never a missed delivery to a new one)."""
 
 from __future__ import annotations
 
-import http.client
-import json
-import socket
-import sys
-
 import pytest
 
 from deliveries.models import Delivery
-from tests.processes import Process, wait_until
+from tests.processes import Web
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Web:
-    def __init__(self, log_dir, name: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.process = Process(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "config.wsgi",
-                "--bind",
-                f"127.0.0.1:{self.port}",
-                "--worker-class",
-                "gthread",
-                "--workers",
-                "1",
-                "--threads",
-                "2",
-            ],
-            log_dir,
-        )
-        wait_until(self._up, timeout=30, message=f"{name} did not start: {self.process.log()}")
-
-    def _up(self) -> bool:
-        try:
-            self.call("GET", "/healthz", key="")
-        except OSError:
-            return False
-        return True
-
-    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, object]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-            payload = None if body is None else json.dumps(body)
-            connection.request(method, path, body=payload, headers=headers)
-            response = connection.getresponse()
-            raw = response.read()
-        finally:
-            connection.close()
-        return response.status, (json.loads(raw) if raw else None)
 
 
 @pytest.fixture

@@ -1,0 +1,77 @@
+"""The database backend's health check: no round trip for a healthy connection, and a
+connection the server dropped (as a restart does) is replaced before a request uses it."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.processes import Web
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EVENT = {"type": "a.b", "data": {}}
+
+
+def _other_connection() -> psycopg.Connection:
+    return psycopg.connect(**connection.get_connection_params(), autocommit=True)
+
+
+def _last_query_of(backend_pid: int) -> str:
+    with _other_connection() as other:
+        row = other.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s", [backend_pid]
+        ).fetchone()
+    return row[0] if row else ""
+
+
+def test_a_healthy_connection_is_checked_without_a_query():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'last before the check'")
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    assert connection.is_usable()
+    assert _last_query_of(pid) == "SELECT pg_backend_pid()"  # no SELECT 1 was sent
+
+
+def _terminate_this_connection() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with _other_connection() as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    time.sleep(0.2)  # the server's goodbye reaches the socket
+
+
+def test_a_connection_the_server_dropped_is_not_usable():
+    _terminate_this_connection()
+    try:
+        assert not connection.is_usable()
+    finally:
+        connection.close()  # the test database's teardown needs a live one
+
+
+def test_a_web_process_answers_at_once_after_its_connections_were_dropped(alice, tmp_path):
+    web = Web(tmp_path, "web")
+    try:
+        for _ in range(4):  # both threads hold a connection
+            assert web.call("POST", "/api/v1/events", key=alice.key, body=EVENT)[0] == 202
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            ours = cursor.fetchone()[0]
+        with _other_connection() as other:  # what a PostgreSQL restart does to the web's
+            dropped = other.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), %s) "
+                "AND backend_type = 'client backend'",
+                [ours],
+            ).fetchone()[0]
+        assert dropped >= 1
+        time.sleep(0.2)
+        answers = [web.call("POST", "/api/v1/events", key=alice.key, body=EVENT) for _ in range(6)]
+        assert [status for status, _ in answers] == [202] * 6, answers
+    finally:
+        web.process.stop()
