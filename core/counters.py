@@ -6,19 +6,23 @@ reset). Without Redis (the embedded set-up) they are rows in the database.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections import Counter as Tally
 
 import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from core.background import Gatherer
 from core.models import Counter
 from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 
 REDIS_KEY = "homing:counters"
+COUNT_EVERY = 0.1  # seconds `increment_soon` gathers for (a scrape comes every few seconds)
 
 
 def increment_many(amounts: dict[str, int]) -> None:
@@ -41,6 +45,32 @@ def increment_many(amounts: dict[str, int]) -> None:
 
 def increment(name: str, amount: int = 1) -> None:
     increment_many({name: amount})
+
+
+def increment_soon(name: str, amount: int = 1) -> None:
+    """`increment` from a background thread (with Redis), so that a request does not wait
+    on it; under load many requests' counts are added in one round trip."""
+    if settings.REDIS_URL:
+        _gatherer().put((name, amount))
+    else:
+        increment(name, amount)  # a row in the caller's own transaction
+
+
+def flush() -> None:
+    """Add what `increment_soon` still holds (tests; the gatherer flushes at exit)."""
+    _gatherer().flush()
+
+
+def _add_gathered(counts: list[tuple[str, int]]) -> None:
+    tally: Tally[str] = Tally()
+    for name, amount in counts:
+        tally[name] += amount
+    increment_many(tally)
+
+
+@functools.cache
+def _gatherer() -> Gatherer[tuple[str, int]]:
+    return Gatherer(_add_gathered, name="homing-counters", most=1000, linger=COUNT_EVERY)
 
 
 def _increment_row(name: str, amount: int) -> None:

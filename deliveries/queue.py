@@ -19,12 +19,9 @@ expires by itself, so a lost message holds back the fast path for DOORBELL_TTL_M
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import logging
-import queue
-import threading
 from collections.abc import Sequence
 
 import redis
@@ -32,15 +29,19 @@ from django.conf import settings
 from django.db import transaction
 
 from config.celery import app
+from core.background import Gatherer
 from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "deliveries.deliver"
 RETRY_WHEN_FREE_TASK = "deliveries.retry_when_free"
-MESSAGE_SIZE = 100  # deliveries named in one message at most (a worker's claim batch)
+MESSAGE_SIZE = 100  # deliveries named in one message at most
 DOORBELL_KEY = "homing:doorbell"
 DOORBELL_TTL_MS = 1000
+# Seconds the publisher gathers commits for before it rings: under load one doorbell
+# round trip serves a few commits instead of one each, for 2 ms more latency.
+WAKE_AFTER = 0.002
 
 
 def publish_deliveries(delivery_ids: Sequence[str]) -> None:
@@ -93,38 +94,12 @@ def publish_deliveries_on_commit(delivery_ids: Sequence[str]) -> None:
         transaction.on_commit(lambda: _publisher().put(ids))
 
 
-class _Publisher:
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="homing-publisher", daemon=True).start()
-        atexit.register(self.flush)
-
-    def put(self, ids: list[str]) -> None:
-        self._queue.put(ids)
-
-    def _run(self) -> None:
-        while True:
-            self._publish(self._queue.get())
-
-    def _publish(self, first: list[str]) -> None:
-        batch = list(first)
-        while len(batch) < MESSAGE_SIZE:
-            try:
-                batch += self._queue.get_nowait()
-            except queue.Empty:
-                break
-        for start in range(0, len(batch), MESSAGE_SIZE):
-            wake_workers(batch[start : start + MESSAGE_SIZE])
-
-    def flush(self) -> None:
-        """Publish what is still queued (at interpreter exit, e.g. a gunicorn restart)."""
-        while True:
-            try:
-                self._publish(self._queue.get_nowait())
-            except queue.Empty:
-                return
+def _publish_gathered(gathered: list[list[str]]) -> None:
+    # One wake-up for them all: the worker it wakes claims every due delivery. The ids
+    # it names (some of them) only say, in logs, what woke it.
+    wake_workers([delivery_id for ids in gathered for delivery_id in ids][:MESSAGE_SIZE])
 
 
 @functools.cache
-def _publisher() -> _Publisher:
-    return _Publisher()
+def _publisher() -> Gatherer[list[str]]:
+    return Gatherer(_publish_gathered, name="homing-publisher", most=1000, linger=WAKE_AFTER)

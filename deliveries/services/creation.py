@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
+from core.ids import new_id
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from webhooks.models import Endpoint, Event
@@ -17,6 +19,18 @@ DELIVERY_COLUMNS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery as ingestion makes it: pending and due at once. Plain data rather than
+    a model instance: a batch of 1,000 events built that many `Delivery` objects, a fifth
+    of the web process's CPU per batch."""
+
+    id: str
+    event_id: str
+    endpoint_id: str
+    status: str = Delivery.Status.PENDING.value
+
+
 def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) -> list[Delivery]:
     """One pending delivery per endpoint, due now, published when the transaction commits."""
     return deliveries_create_for_events(fan_out=[(event, list(endpoints))])[0]
@@ -26,18 +40,8 @@ def deliveries_create_for_events(
     *, fan_out: Sequence[tuple[Event, Sequence[Endpoint]]]
 ) -> list[list[Delivery]]:
     """Each event's deliveries (in order) from one multi-row INSERT and one wake-up."""
-    per_event = deliveries_build(fan_out=fan_out, now=timezone.now())
-    every = [delivery for deliveries in per_event for delivery in deliveries]
-    Delivery.objects.bulk_create(every)
-    publish_deliveries_on_commit([delivery.id for delivery in every])
-    return per_event
-
-
-def deliveries_build(
-    *, fan_out: Sequence[tuple[Event, Sequence[Endpoint]]], now: datetime
-) -> list[list[Delivery]]:
-    """Each event's pending deliveries, due now, not saved yet."""
-    return [
+    now = timezone.now()
+    per_event = [
         [
             Delivery(
                 tenant_id=event.tenant_id,
@@ -51,24 +55,30 @@ def deliveries_build(
         ]
         for event, endpoints in fan_out
     ]
+    every = [delivery for deliveries in per_event for delivery in deliveries]
+    Delivery.objects.bulk_create(every)
+    publish_deliveries_on_commit([delivery.id for delivery in every])
+    return per_event
 
 
-def deliveries_insert_statement(deliveries: Sequence[Delivery]) -> tuple[str, list[Any]]:
-    """The INSERT of these deliveries (as `deliveries_build` makes them: one tenant, one
-    moment), for ingestion to run in one statement with its events (it publishes them
-    itself once they are committed).
+def deliveries_build(*, fan_out: Iterable[tuple[str, Iterable[str]]]) -> list[list[NewDelivery]]:
+    """For each (event id, endpoint ids), that event's deliveries, not saved yet."""
+    return [
+        [NewDelivery(new_id("dlv"), event_id, endpoint_id) for endpoint_id in endpoint_ids]
+        for event_id, endpoint_ids in fan_out
+    ]
+
+
+def deliveries_insert_statement(
+    deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime
+) -> tuple[str, list[Any]]:
+    """The INSERT of these deliveries of one tenant, due `now`, for ingestion to run in one
+    statement with its events (it publishes them itself once they are committed).
 
     A fixed number of parameters however many rows: ids as text arrays, the rest shared,
     so the statement text is the same for 1 or 10,000 deliveries and no value goes
     through the model's fields one by one (for a batch of 100 events that walk, and
     psycopg parsing 1,100 placeholders, were most of the web process's CPU)."""
-    first = deliveries[0]
-    if any(
-        (d.tenant_id, d.next_attempt_at, d.created_at)
-        != (first.tenant_id, first.next_attempt_at, first.created_at)
-        for d in deliveries
-    ):
-        raise ValueError("deliveries inserted together share their tenant and their moment")
     table = Delivery._meta.db_table  # names from the model, values all bound: no input in SQL
     sql = (
         f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "  # noqa: S608
@@ -76,10 +86,10 @@ def deliveries_insert_statement(deliveries: Sequence[Delivery]) -> tuple[str, li
         "FROM unnest(%s::text[], %s::text[], %s::text[]) AS d(id, event_id, endpoint_id)"
     )
     return sql, [
-        first.tenant_id,
-        first.next_attempt_at,
-        first.created_at,
-        first.updated_at,
+        tenant_id,
+        now,
+        now,
+        now,
         [d.id for d in deliveries],
         [d.event_id for d in deliveries],
         [d.endpoint_id for d in deliveries],

@@ -101,5 +101,6 @@ def test_it_counts_accepted_events(alice, django_capture_on_commit_callbacks):
     for _ in range(2):
         with django_capture_on_commit_callbacks(execute=True):
             alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    counters.flush()  # the web process counts from a background thread
     text = Client().get("/metrics").content.decode()
     assert metric(text, "homing_events_total") == 2

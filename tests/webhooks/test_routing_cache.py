@@ -116,7 +116,7 @@ def test_an_endpoint_deleted_after_the_gate_counts_as_a_routing_change(alice):
     with pytest.raises(IntegrityError) as gone_endpoint, transaction.atomic():
         Delivery.objects.create(
             tenant=alice.tenant,
-            event=event,
+            event_id=event.id,
             endpoint_id="ep_gone",
             next_attempt_at=event.created_at,
         )

@@ -23,14 +23,14 @@ from rest_framework.renderers import JSONRenderer
 
 from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from core.exceptions import HomingError, InvalidInput, PayloadTooLarge
-from webhooks.models import Event, Tenant
+from webhooks.models import Tenant
 from webhooks.services.event_input import (
     EventInput,
     event_batch_validate,
     event_input_validate,
     json_body_parse,
 )
-from webhooks.services.events import events_ingest
+from webhooks.services.events import IngestedEvent, events_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
@@ -80,11 +80,11 @@ def _batch(payload: Any, body: bytes) -> list[EventInput]:
     )
 
 
-def _single(events: Sequence[Event]) -> dict[str, Any]:
+def _single(events: Sequence[IngestedEvent]) -> dict[str, Any]:
     return event_accepted(events[0])
 
 
-def _many(events: Sequence[Event]) -> dict[str, Any]:
+def _many(events: Sequence[IngestedEvent]) -> dict[str, Any]:
     return {"events": [event_accepted(event) for event in events]}
 
 
@@ -93,7 +93,7 @@ def _accept(
     *,
     limit: int,
     validate: Callable[[Any, bytes], list[EventInput]],
-    shape: Callable[[Sequence[Event]], dict[str, Any]],
+    shape: Callable[[Sequence[IngestedEvent]], dict[str, Any]],
 ) -> HttpResponse:
     """Authenticate, parse, validate, then ingest (or replay) and answer; in DRF's order."""
     try:
@@ -148,7 +148,7 @@ def _answer(
     return response
 
 
-def event_accepted(event: Event) -> dict[str, Any]:
+def event_accepted(event: IngestedEvent) -> dict[str, Any]:
     """The 202 body of one event, field for field what EventSerializer renders."""
     return {
         "id": event.id,
@@ -157,7 +157,7 @@ def event_accepted(event: Event) -> dict[str, Any]:
         "created_at": _iso(event.created_at),
         "deliveries": [
             {"id": delivery.id, "endpoint_id": delivery.endpoint_id, "status": delivery.status}
-            for delivery in event.deliveries.all()
+            for delivery in event.deliveries
         ],
     }
 

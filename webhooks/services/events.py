@@ -14,15 +14,18 @@ the web process's CPU per event. Other databases take the ORM path.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core import counters
 from core.ids import new_id
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
+    NewDelivery,
     deliveries_build,
     deliveries_create_for_events,
     deliveries_insert_statement,
@@ -43,19 +46,29 @@ from webhooks.services.routing import (
 ROUTING_TRIES = 5
 
 
-def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> Event:
+@dataclass(frozen=True, slots=True)
+class IngestedEvent:
+    """An event as it was recorded, with its deliveries (what the 202 answers)."""
+
+    id: str
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+    deliveries: list[NewDelivery]
+
+
+def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> IngestedEvent:
     """Record an event and one delivery per matching active endpoint."""
     return events_ingest(tenant=tenant, inputs=[EventInput(type=event_type, data=data)])[0]
 
 
 def events_ingest(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
-) -> list[Event]:
+) -> list[IngestedEvent]:
     """Record events (all or nothing) and their deliveries; one wake-up for them all.
 
-    Each returned event carries its deliveries (`event.deliveries.all()` is served from
-    memory), in the order of `inputs`. `exclude_endpoint_id`: an operational event is
-    never delivered to the endpoint it is about.
+    The events come back in the order of `inputs`. `exclude_endpoint_id`: an operational
+    event is never delivered to the endpoint it is about.
     """
     if connection.vendor == "postgresql":
         events = _ingest_in_one_statement(
@@ -66,13 +79,13 @@ def events_ingest(
             tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
         )
     # homing_events_total; at once outside a transaction, else when it commits.
-    transaction.on_commit(lambda: counters.increment("events", len(events)))
+    transaction.on_commit(lambda: counters.increment_soon("events", len(events)))
     return events
 
 
 def _ingest_in_one_statement(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
-) -> list[Event]:
+) -> list[IngestedEvent]:
     # Outside a transaction the routing may come from this process's cache: the statement
     # itself checks it is current (routing.py). Inside one, a failed statement would
     # abort the caller's transaction, so the routing is read afresh instead.
@@ -103,29 +116,27 @@ def _insert_routed(
     routing: Routing,
     gated: bool,
     exclude_endpoint_id: str | None,
-) -> list[Event]:
+) -> list[IngestedEvent]:
     now = timezone.now()
-    events = [
-        Event(id=new_id("evt"), tenant=tenant, type=item.type, data=item.data, created_at=now)
-        for item in inputs
-    ]
+    event_ids = [new_id("evt") for _ in inputs]
     per_event = deliveries_build(
-        fan_out=[(e, routing.targets(e.type, exclude=exclude_endpoint_id)) for e in events],
-        now=now,
+        fan_out=[
+            (event_id, [e.pk for e in routing.targets(item.type, exclude=exclude_endpoint_id)])
+            for event_id, item in zip(event_ids, inputs, strict=True)
+        ]
     )
-    every = []
-    for event, deliveries in zip(events, per_event, strict=True):
-        _remember_deliveries(event, deliveries)
-        every += deliveries
+    every = [delivery for deliveries in per_event for delivery in deliveries]
     if gated:
         gate, gate_params = gated_tenant_sql(tenant_id=tenant.pk, version=routing.version)
     else:
         gate, gate_params = "SELECT %s::text", [tenant.pk]
     # Every event's tenant_id is read from `gate`: NULL there fails the whole statement.
-    event_insert, event_params = _events_insert(events)
+    event_insert, event_params = _events_insert(event_ids, inputs, now)
     sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
     if every:
-        delivery_insert, delivery_params = deliveries_insert_statement(every)
+        delivery_insert, delivery_params = deliveries_insert_statement(
+            every, tenant_id=tenant.pk, now=now
+        )
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
         sql += f", new_events AS ({event_insert}) {delivery_insert}"
         params += delivery_params
@@ -135,32 +146,37 @@ def _insert_routed(
         cursor.execute(sql, params)
     # Outside a transaction the statement has committed: this publishes at once.
     publish_deliveries_on_commit([delivery.id for delivery in every])
-    return events
+    return [
+        IngestedEvent(event_id, item.type, item.data, now, deliveries)
+        for event_id, item, deliveries in zip(event_ids, inputs, per_event, strict=True)
+    ]
 
 
 EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at")  # every Event column
 
 
-def _events_insert(events: Sequence[Event]) -> tuple[str, list[Any]]:
+def _events_insert(
+    ids: Sequence[str], inputs: Sequence[EventInput], now: datetime
+) -> tuple[str, list[Any]]:
     """The INSERT of the events with a fixed number of parameters however many they are:
     the statement text is the same for 1 or 1,000 events (psycopg caches its parse), and
     no value goes through the model's fields one by one. The `data` of all events is one
     jsonb array (one json.dumps), the ids and types are text arrays, and the events of one
     call share their created_at. Each row's tenant_id comes from the statement's `gate`."""
-    data = Event._meta.get_field("data").get_db_prep_save([e.data for e in events], connection)
+    data = Event._meta.get_field("data").get_db_prep_save([e.data for e in inputs], connection)
     table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
     sql = (
         f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
         "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s "
         "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
     )
-    return sql, [data, events[0].created_at, [e.id for e in events], [e.type for e in events]]
+    return sql, [data, now, list(ids), [e.type for e in inputs]]
 
 
 @transaction.atomic
 def _ingest_with_the_orm(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
-) -> list[Event]:
+) -> list[IngestedEvent]:
     events = [Event(tenant=tenant, type=item.type, data=item.data) for item in inputs]
     Event.objects.bulk_create(events)
     endpoints = list(
@@ -174,11 +190,13 @@ def _ingest_with_the_orm(
             for event in events
         ]
     )
-    for event, deliveries in zip(events, per_event, strict=True):
-        _remember_deliveries(event, deliveries)
-    return events
-
-
-def _remember_deliveries(event: Event, deliveries: list[models.Model]) -> None:
-    # Spare the response a query: the deliveries were just made.
-    event._prefetched_objects_cache = {"deliveries": deliveries}  # type: ignore[attr-defined]
+    return [
+        IngestedEvent(
+            event.id,
+            event.type,
+            event.data,
+            event.created_at,
+            [NewDelivery(d.id, event.id, d.endpoint_id, d.status) for d in deliveries],
+        )
+        for event, deliveries in zip(events, per_event, strict=True)
+    ]

@@ -1,0 +1,67 @@
+"""The gatherer behind the publisher and the counters: nothing put is lost or handled twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from core.background import Gatherer
+
+
+def test_everything_put_is_handled_once_in_order_and_gathered_under_load():
+    calls: list[list[int]] = []
+    slow_start = threading.Event()
+
+    def handle(items: list[int]) -> None:
+        slow_start.wait(1)  # the first call blocks so the rest pile up behind it
+        calls.append(items)
+
+    gatherer = Gatherer(handle, name="test-gatherer", most=50, linger=0)
+    for n in range(200):
+        gatherer.put(n)
+    slow_start.set()
+    gatherer.flush()
+    assert [n for items in calls for n in items] == list(range(200))
+    assert all(len(items) <= 50 for items in calls)
+    assert len(calls) < 20  # gathered, not one call per item
+
+
+def test_flush_waits_for_what_the_thread_is_handling():
+    handled: list[int] = []
+
+    def handle(items: list[int]) -> None:
+        time.sleep(0.2)
+        handled.extend(items)
+
+    gatherer = Gatherer(handle, name="test-gatherer", most=10, linger=0)
+    gatherer.put(1)
+    time.sleep(0.05)  # the thread has taken it and is in the middle of handling it
+    gatherer.flush()
+    assert handled == [1]
+
+
+def test_a_failing_handler_does_not_stop_the_thread(caplog):
+    handled: list[int] = []
+
+    def handle(items: list[int]) -> None:
+        if 0 in items:
+            raise RuntimeError("boom")
+        handled.extend(items)
+
+    gatherer = Gatherer(handle, name="test-gatherer", most=1, linger=0)
+    gatherer.put(0)
+    gatherer.flush()
+    gatherer.put(1)
+    gatherer.flush()
+    assert handled == [1]
+    assert "test-gatherer could not handle 1 items" in caplog.text
+
+
+def test_what_comes_while_it_lingers_shares_one_call():
+    calls: list[list[int]] = []
+    gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.3)
+    gatherer.put(1)
+    time.sleep(0.1)
+    gatherer.put(2)
+    time.sleep(0.5)
+    assert calls == [[1, 2]]
