@@ -75,3 +75,15 @@ def test_a_web_process_answers_at_once_after_its_connections_were_dropped(alice,
         assert [status for status, _ in answers] == [202] * 6, answers
     finally:
         web.process.stop()
+
+
+def test_the_ingestion_statement_is_prepared_once_per_connection(alice):
+    from webhooks.services.events import event_ingest
+
+    for _ in range(3):
+        event_ingest(tenant=alice.tenant, event_type="a.b", data={})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH gate%%'"
+        )
+        assert cursor.fetchone()[0] == 1

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from core import counters
 from core.ids import new_id
+from core.postgresql.prepared import prepared_cursor
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
     NewDelivery,
@@ -142,7 +143,7 @@ def _insert_routed(
         params += delivery_params
     else:
         sql += event_insert
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
     # Outside a transaction the statement has committed: this publishes at once.
     publish_deliveries_on_commit([delivery.id for delivery in every])

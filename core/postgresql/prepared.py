@@ -1,0 +1,39 @@
+"""A cursor whose statements PostgreSQL parses and plans once per connection.
+
+Django binds parameters on the client (each statement reaches the server as new text to
+parse and plan) and leaves psycopg's prepared statements off, for poolers that cannot
+keep them. Ingestion's one statement is the same text for every request, and parsing and
+planning it was a good part of PostgreSQL's CPU per event: it goes through this cursor,
+prepared on each connection the first time it runs there (a pooler in transaction mode
+must keep prepared statements, as PgBouncer does from 1.21 with
+`max_prepared_statements`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
+
+PREPARE_THRESHOLD = 5  # psycopg's default; `_PreparedCursor` asks at the first execution
+
+
+class _PreparedCursor(psycopg.Cursor):
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        return super().execute(query, params, **{**options, "prepare": True})
+
+
+def prepared_cursor() -> CursorWrapper:
+    """Django's cursor (health check, error wrapping, query log) over a prepared one."""
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        # Django's None turns preparing off even when asked; Django's own (client-side
+        # binding) cursors never prepare whatever the threshold.
+        connection.connection.prepare_threshold = PREPARE_THRESHOLD
+    raw = _PreparedCursor(connection.connection)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(raw)
+    return connection.make_cursor(raw)
