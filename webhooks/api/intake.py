@@ -162,6 +162,7 @@ def event_accepted(event: IngestedEvent) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=64)  # the events of a batch share their moment
 def _iso(moment: datetime) -> str:
     text = moment.astimezone(UTC).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
