@@ -77,12 +77,10 @@ class DeliverySteps:
             f"CPU %: {_fmt_cpu(cpu)}"
         )
 
-    def live(self, workers: int) -> list[procs.Managed]:
-        """Workers and scheduler running: ingest N events and time first accept -> last
-        receipt (ingestion and delivery share the CPU). Leaves the processes running."""
-        label = f"{workers}w"
-        say(f"live run: starting {workers} worker(s) + 1 scheduler, warming up")
-        running = [*self.start_workers(workers), self.start_scheduler()]
+    def warm_up(self, running: list[procs.Managed]) -> None:
+        """Deliver a few events through freshly started workers, so that what comes next
+        does not time their start (Django loading, first connections, the first look for
+        due endpoints) or what the previous step left behind."""
         self.receiver("POST", "/_reset")
         warm = load.closed_loop(
             port=self.web_port,
@@ -96,6 +94,14 @@ class DeliverySteps:
         if not self.wait_received(len(warm.ok), running, timeout=60):
             raise BenchError("the workers did not deliver the warm-up events")
         self.receiver("POST", "/_reset")
+
+    def live(self, workers: int) -> list[procs.Managed]:
+        """Workers and scheduler running: ingest N events and time first accept -> last
+        receipt (ingestion and delivery share the CPU). Leaves the processes running."""
+        label = f"{workers}w"
+        say(f"live run: starting {workers} worker(s) + 1 scheduler, warming up")
+        running = [*self.start_workers(workers), self.start_scheduler()]
+        self.warm_up(running)
         pids = {p.name: p.pid for p in running}
         cpu_pids = {**self.cpu_pids, **pids}
         cpu0 = self._snap(cpu_pids)

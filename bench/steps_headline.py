@@ -23,6 +23,7 @@ from bench.report import fmt_cpu
 from bench.stack import BenchError, event_body, say
 
 BATCH = 100
+MAX_TAIL_SECONDS = 150  # the longest wait for a live step's last receipt
 
 
 class HeadlineSteps:
@@ -124,7 +125,9 @@ class HeadlineSteps:
             batch=batch,
         )
         ids = self._event_ids_since(since)
-        complete = self.wait_received(len(ids), running, timeout=self.args.tail_seconds)
+        drain = self.results.get("delivery_backlog", {}).get(f"{workers}w", {})
+        drain_rate = drain.get("deliveries_per_s_first_to_last")
+        complete = self.wait_received(len(ids), running, timeout=self._tail(len(ids), drain_rate))
         finished = time.monotonic()
         cpu = self._cpu_delta(cpu0, finished - started, result.client_cpu_seconds)
         dump = self.dump()
@@ -134,10 +137,9 @@ class HeadlineSteps:
             self.stop(*running)
             check["left_undelivered_at_cap"] = self.reset_backlog()
             running = [*self.start_workers(workers), self.start_scheduler()]
+            self.warm_up(running)
         last = max((t for _, t in dump["records"]), default=started)
         rate = check["unique_seen"] / (last - started) if last > started else 0.0
-        drain = self.results.get("delivery_backlog", {}).get(f"{workers}w", {})
-        drain_rate = drain.get("deliveries_per_s_first_to_last")
         figures = {
             "workers": workers,
             "complete": complete,
@@ -155,6 +157,15 @@ class HeadlineSteps:
             f"missing {check['missing']}; CPU %: {fmt_cpu(cpu)}"
         )
         return running
+
+    def _tail(self, deliveries: int, drain_rate: float | None) -> float:
+        """How long to wait for the last receipt: batches are accepted several times
+        faster than they are delivered, so the wait scales with the backlog wrk left
+        (half again what the backlog drain would take), so that every event is checked
+        for loss and duplicates; at most MAX_TAIL_SECONDS."""
+        if not drain_rate:
+            return self.args.tail_seconds
+        return min(MAX_TAIL_SECONDS, max(self.args.tail_seconds, 1.5 * deliveries / drain_rate))
 
     def _db_now(self) -> Any:
         with psycopg.connect(self._dsn(), autocommit=True) as conn:
