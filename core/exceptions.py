@@ -15,6 +15,13 @@ class PayloadTooLarge(HomingError):
     status_code = 413
 
 
+class Busy(HomingError):
+    """Come back shortly: the answer carries `Retry-After`."""
+
+    status_code = 503
+    retry_after = 1
+
+
 class IdempotencyKeyInUse(HomingError):
     """The first request with this key is still being processed."""
 

@@ -11,9 +11,11 @@ whose `post` documents the route in the OpenAPI schema and delegates here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.renderers import JSONRenderer
 
 from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
-from core.exceptions import HomingError, InvalidInput, PayloadTooLarge
+from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
 from webhooks.models import Tenant
 from webhooks.services.event_input import (
     EventInput,
@@ -34,6 +36,15 @@ from webhooks.services.events import IngestedEvent, events_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
+
+# Parsed JSON takes up to 25 times its size (8 MiB of `{},` is 200 MB of dicts), so a
+# burst of large batches could exhaust a web process's memory, every tenant's requests
+# with it: a process parses at most LARGE_BODIES_AT_ONCE bodies over LARGE_BODY_BYTES at
+# a time; another waits up to LARGE_BODY_WAIT_SECONDS, then gets a 503 and Retry-After.
+LARGE_BODY_BYTES = 1024 * 1024
+LARGE_BODIES_AT_ONCE = 2
+LARGE_BODY_WAIT_SECONDS = 5.0
+_large_bodies = threading.BoundedSemaphore(LARGE_BODIES_AT_ONCE)
 
 
 def post_without_drf(
@@ -100,6 +111,23 @@ def _accept(
         tenant = tenant_from_authorization(request.META.get("HTTP_AUTHORIZATION", ""))
         key = _idempotency_key(request)
         body = _body(request, limit)
+        with _memory_for(body):
+            # The parsed body lives in _parse_and_ingest's frame only, so it is freed before
+            # the place is given back, whether that answered 202 or an error.
+            return _parse_and_ingest(tenant, key, body, validate=validate, shape=shape)
+    except (ApiKeyRefused, HomingError) as exc:
+        return _error(exc)
+
+
+def _parse_and_ingest(
+    tenant: Tenant,
+    key: str | None,
+    body: bytes,
+    *,
+    validate: Callable[[Any, bytes], list[EventInput]],
+    shape: Callable[[Sequence[IngestedEvent]], dict[str, Any]],
+) -> HttpResponse:
+    try:
         payload = json_body_parse(body=body)
         inputs = validate(payload, body)
 
@@ -107,14 +135,21 @@ def _accept(
             return 202, render(shape(events_ingest(tenant=tenant, inputs=inputs)))
 
         return _answer(tenant, key=key, payload=payload, produce=produce)
-    except ApiKeyRefused as exc:
+    except HomingError as exc:
+        return _error(exc)
+
+
+def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
+    if isinstance(exc, ApiKeyRefused):
         response = _json({"message": str(exc)}, 401)
         response["WWW-Authenticate"] = KEYWORD
         return response
-    except InvalidInput as exc:
+    if isinstance(exc, InvalidInput):
         return _json({"message": exc.message, "errors": {exc.field: [exc.detail]}}, 400)
-    except HomingError as exc:
-        return _json({"message": exc.message}, exc.status_code)
+    response = _json({"message": exc.message}, exc.status_code)  # type: ignore[union-attr]
+    if isinstance(exc, Busy):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _idempotency_key(request: HttpRequest) -> str | None:
@@ -130,6 +165,20 @@ def _body(request: HttpRequest, limit: int) -> bytes:
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
     return request.body
+
+
+@contextlib.contextmanager
+def _memory_for(body: bytes) -> Iterator[None]:
+    """Hold one of the large-body places while a large body is parsed and ingested."""
+    if len(body) <= LARGE_BODY_BYTES:
+        yield
+        return
+    if not _large_bodies.acquire(timeout=LARGE_BODY_WAIT_SECONDS):
+        raise Busy("Too many large requests at once on this server; send it again shortly.")
+    try:
+        yield
+    finally:
+        _large_bodies.release()
 
 
 def _answer(

@@ -105,31 +105,36 @@ def _finite_float(text: str) -> float:
 
 def _check_storable(value: Any) -> None:
     """Refuse nesting over MAX_DEPTH and strings PostgreSQL or receivers cannot take."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    # A stack of one iterator per open container: memory grows with the depth, never with
+    # the size (a stack of every child took as much again as the parsed body).
+    stack = [iter([value])]
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > MAX_DEPTH:
-                raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
-            for key, child in node.items():
-                _check_string(key)
-                stack.append((child, depth + 1))
-        elif isinstance(node, list):
-            if depth > MAX_DEPTH:
-                raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str):
-            _check_string(node)
+        for node in stack[-1]:
+            if isinstance(node, dict | list):
+                if len(stack) > MAX_DEPTH:
+                    raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
+                if isinstance(node, dict):
+                    for key in node:
+                        _check_string(key)
+                stack.append(iter(node.values() if isinstance(node, dict) else node))
+                break
+            if isinstance(node, str):
+                _check_string(node)
+        else:
+            stack.pop()
 
 
 def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack = [iter([value])]  # as in _check_storable
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        for node in stack[-1]:
+            if isinstance(node, dict | list):
+                if len(stack) > MAX_DEPTH:
+                    raise InvalidInput("body", f"JSON nested deeper than {MAX_DEPTH} levels.")
+                stack.append(iter(node.values() if isinstance(node, dict) else node))
+                break
+        else:
+            stack.pop()
 
 
 def _check_string(text: str) -> None:
