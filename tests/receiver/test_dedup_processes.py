@@ -98,6 +98,8 @@ def django_race(tmp_path: Path, transactional_db: None) -> Race:
     database = {
         key: connection.settings_dict[key] for key in keys if key in connection.settings_dict
     }
+    # A receiver's own project knows nothing of Homing's backend (core.postgresql).
+    database["ENGINE"] = "django.db.backends.postgresql"
     return Race(tmp_path, {"store": "django", "database": database})
 
 
