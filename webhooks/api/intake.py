@@ -146,7 +146,7 @@ def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
         return response
     if isinstance(exc, InvalidInput):
         return _json({"message": exc.message, "errors": {exc.field: [exc.detail]}}, 400)
-    response = _json({"message": exc.message}, exc.status_code)  # type: ignore[union-attr]
+    response = _json({"message": exc.message}, exc.status_code)
     if isinstance(exc, Busy):
         response["Retry-After"] = str(exc.retry_after)
     return response
