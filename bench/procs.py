@@ -99,6 +99,18 @@ def tree_cpu(pid: int, tree: dict[int, list[int]] | None = None) -> float:
     return total / TICK
 
 
+def children_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each direct child of `pid` (each gunicorn worker of its master)."""
+    tree = _children()
+    return {child: tree_cpu(child, tree) for child in tree.get(pid, [])}
+
+
+def shares(before: dict[int, float], after: dict[int, float], wall: float) -> list[float]:
+    """% of one core each child used between two `children_cpu` readings, busiest first."""
+    used = [after[pid] - before.get(pid, 0.0) for pid in after]
+    return sorted((round(100 * seconds / wall, 1) for seconds in used), reverse=True)
+
+
 def tree_rss_mb(pid: int, tree: dict[int, list[int]] | None = None) -> float:
     total_kb = 0
     for p in descendants(pid, tree):

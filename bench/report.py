@@ -110,6 +110,7 @@ def _headline(r: dict[str, Any], add: Any) -> None:
             f"INGESTION isolated, {_what(label)} (wrk)",
             f"{f['events_per_s']:.0f} ev/s  p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms"
             f"  {f['web_cpu_ms_per_event']} ms web CPU/ev"
+            f"  workers {'/'.join(f'{w:.0f}' for w in f.get('gunicorn_workers_cpu_percent', []))}%"
             f"{f'  {share:.1%} of gunicorn ceiling' if share else ''}"
             f"  wrk CPU {f['load_generator_cpu_percent']}%",
             ">= 8000 ev/s" if label.startswith("batch") else ">= 1000 ev/s, >= 12%",

@@ -56,7 +56,7 @@ class HeadlineSteps:
         spy, profile = None, f"profile-ingest-{label}-gunicorn.txt"
         if self.args.profile:
             spy = self._spy(self.web.pid, self.args.wrk_seconds, profile, True, gil=True)
-        cpu0 = self._snap(self.cpu_pids)
+        cpu0, workers0 = self._snap(self.cpu_pids), procs.children_cpu(self.web.pid)
         result = wrk.run(
             port=self.web_port,
             path=path,
@@ -66,10 +66,14 @@ class HeadlineSteps:
             batch=batch,
         )
         cpu = self._cpu_delta(cpu0, result.seconds, result.client_cpu_seconds)
+        # wrk's keep-alive connections stay on the gunicorn worker that accepted them:
+        # when most land on one, it is bound by its GIL and the figure drops by half.
+        web_workers = procs.shares(workers0, procs.children_cpu(self.web.pid), result.seconds)
         if spy:
             self._spy_report(spy, profile, "gunicorn")
         figures: dict[str, Any] = {**result.figures(), "connections": connections}
         figures["cpu_percent_of_one_core"] = cpu
+        figures["gunicorn_workers_cpu_percent"] = web_workers
         figures["web_cpu_ms_per_event"] = round(
             10 * cpu.get("gunicorn", 0) / max(result.events_rate, 1e-9), 3
         )
@@ -82,7 +86,8 @@ class HeadlineSteps:
         say(
             f"ingestion isolated [{label}]: {result.events_rate:.0f} events/s "
             f"({result.rate:.0f} req/s, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms, "
-            f"{figures['web_cpu_ms_per_event']} ms web CPU/event); CPU %: {fmt_cpu(cpu)}"
+            f"{figures['web_cpu_ms_per_event']} ms web CPU/event; gunicorn workers "
+            f"{'/'.join(f'{share:.0f}' for share in web_workers)}%); CPU %: {fmt_cpu(cpu)}"
         )
 
     def ingest_paced(self) -> None:
