@@ -145,6 +145,8 @@ class Stack:
                 "-m",
                 "gunicorn",
                 app,
+                "--worker-class",
+                "config.gunicorn.BalancedThreadWorker",  # as the Procfile
                 "--workers",
                 str(self.args.web_workers),
                 "--threads",

@@ -1,4 +1,4 @@
-"""gunicorn's own log lines (start-up, access log) in the format LOG_FORMAT names.
+"""gunicorn's own log lines in the format LOG_FORMAT names, and the web worker class.
 
 gunicorn logs through handlers of its own, set up before Django loads; with
 `LOG_FORMAT=json` this logger class gives them the JSON formatter, and each access-log
@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from gunicorn.glogging import Logger
+from gunicorn.workers.gthread import ThreadWorker
 from pythonjsonlogger.json import JsonFormatter
 
 from config.logs import JSON_FORMAT
@@ -49,3 +50,36 @@ class HomingLogger(Logger):
                 "bytes": getattr(resp, "sent", None),
             },
         )
+
+
+class BalancedThreadWorker(ThreadWorker):
+    """gunicorn's gthread worker, accepting a connection only while a thread is free.
+
+    Every worker of a gunicorn master accepts from the same listening socket, and a
+    keep-alive connection stays with the worker that accepted it. gthread accepts
+    whatever comes while it can, so a client opening a pool of connections at once (a
+    producer, a load balancer, wrk) often had them all accepted by one worker: that
+    process was bound by its GIL while the other idled, and a 2-core machine took half
+    the events it could (the bench's batch step: one worker at 85% CPU, the other at 0).
+    Here a worker whose threads are all busy leaves new connections to the others; they
+    wait in the listen backlog only until some thread anywhere is free.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handling = 0  # connections in the thread pool (changed on the main thread only)
+
+    def enqueue_req(self, conn: Any) -> None:
+        self.handling += 1
+        super().enqueue_req(conn)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        self.handling -= 1
+        super().finish_request(conn, fs)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        # run() re-enables accepting on every turn of its loop when under
+        # worker_connections; this turns it off again while no thread is free.
+        if self._accepting and self.handling >= self.cfg.threads:
+            self.set_accept_enabled(False)
+        super().wait_for_and_dispatch_events(timeout)

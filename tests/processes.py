@@ -124,7 +124,7 @@ class Web:
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--worker-class",
-                "gthread",
+                "config.gunicorn.BalancedThreadWorker",
                 "--workers",
                 "1",
                 "--threads",
