@@ -110,7 +110,7 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1, message: s
 class Web:
     """A real gunicorn web process, as the Procfile runs it, on a free port."""
 
-    def __init__(self, log_dir, name: str, threads: int = 2) -> None:
+    def __init__(self, log_dir, name: str, threads: int = 2, workers: int = 1) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -126,7 +126,7 @@ class Web:
                 "--worker-class",
                 "config.gunicorn.BalancedThreadWorker",
                 "--workers",
-                "1",
+                str(workers),
                 "--threads",
                 str(threads),
             ],
