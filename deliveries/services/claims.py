@@ -120,21 +120,18 @@ def deliveries_claim_fairly(
     which_attempts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
     if retries_only:
         which_attempts = " AND attempt_count > schedule_offset"
-    exhausted: set[str] = set()
-    if len(rows) < limit:
-        taken = Counter(row[3] for row in rows)
-        candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
-        shares = fair_shares(
-            limit=limit - len(rows),
-            endpoints=candidates,
-            room=lambda e: (limit if room is None else room(e)) - taken[e.id],
-            rotation=rotation,
-        )
-        by_endpoint = _claim_by_endpoint(shares, which_attempts, policy.lease_seconds)
-        rows += by_endpoint
-        got = Counter(row[3] for row in by_endpoint)
-        exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
-    return Claim(_with_events_and_endpoints(rows), exhausted)
+    # `limit` is what the probes left. (Their endpoints are paused, so skipped below.)
+    candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
+    shares = fair_shares(
+        limit=limit,
+        endpoints=candidates,
+        room=lambda e: limit if room is None else room(e),
+        rotation=rotation,
+    )
+    by_endpoint = _claim_by_endpoint(shares, which_attempts, policy.lease_seconds)
+    got = Counter(row[3] for row in by_endpoint)
+    exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
+    return Claim(_with_events_and_endpoints(rows + by_endpoint), exhausted)
 
 
 def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:

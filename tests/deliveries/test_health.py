@@ -252,3 +252,18 @@ def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(a
     # Recorders of every worker would queue on a row lock of a busy endpoint.
     assert not [q for q in queries.captured_queries if "FOR UPDATE" in q["sql"] and
                 "webhooks_endpoint" in q["sql"]]  # fmt: skip
+
+
+def test_a_probe_leaves_the_rest_of_the_claim_to_other_endpoints(alice) -> None:
+    down = endpoint(alice, "http://127.0.0.1:9/down", ["order.*"])
+    healthy = endpoint(alice, "http://127.0.0.1:9/ok", ["invoice.*"])
+    send(alice, 3)
+    record(claim(), DOWN)
+    assert Endpoint.objects.get(pk=down).circuit_state == "open"
+    send(alice, 5, "invoice.paid")
+    make_due()
+    Endpoint.objects.filter(pk=down).update(probe_at=timezone.now() - timedelta(seconds=1))
+    # The probe took one of the three: two are left for the healthy endpoint (the probe
+    # used to be subtracted twice, and a claim of two took the probe alone).
+    claimed = [d.endpoint_id for d in claim(limit=3)]
+    assert sorted(claimed) == sorted([down, healthy, healthy])
