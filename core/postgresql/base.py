@@ -14,12 +14,15 @@ from __future__ import annotations
 import select
 
 from django.db.backends.postgresql import base
+from psycopg.pq import TransactionStatus
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def is_usable(self) -> bool:
         if self.connection is None or self.connection.closed:
             return False
+        if self.connection.info.transaction_status != TransactionStatus.IDLE:
+            return super().is_usable()  # e.g. a failed transaction: only a query tells
         poll = select.poll()
         poll.register(self.connection.fileno(), select.POLLIN)
         if not poll.poll(0):

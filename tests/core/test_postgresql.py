@@ -7,7 +7,7 @@ import time
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from tests.processes import Web
 
@@ -35,6 +35,15 @@ def test_a_healthy_connection_is_checked_without_a_query():
         pid = cursor.fetchone()[0]
     assert connection.is_usable()
     assert _last_query_of(pid) == "SELECT pg_backend_pid()"  # no SELECT 1 was sent
+
+
+def test_a_connection_in_a_transaction_is_checked_with_a_query():
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        assert connection.is_usable()
+        assert _last_query_of(pid) == "SELECT 1"
 
 
 def _terminate_this_connection() -> None:

@@ -160,7 +160,7 @@ def _events_insert(
     ids: Sequence[str], inputs: Sequence[EventInput], now: datetime
 ) -> tuple[str, list[Any]]:
     """The INSERT of the events with a fixed number of parameters however many they are:
-    the statement text is the same for 1 or 1,000 events (psycopg caches its parse), and
+    the statement text is the same for 1 or 1,000 events (prepared once per connection), and
     no value goes through the model's fields one by one. The `data` of all events is one
     jsonb array (one json.dumps), the ids and types are text arrays, and the events of one
     call share their created_at. Each row's tenant_id comes from the statement's `gate`."""
