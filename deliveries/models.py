@@ -32,6 +32,9 @@ class Delivery(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True, default="")
+    # 1, 2, 3, … per endpoint in commit order, without gaps (services/sequences.py); the
+    # `homing-sequence` header and the catch-up feed's keyset.
+    sequence = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,6 +70,10 @@ class Delivery(models.Model):
             models.Index(fields=["tenant", "status", "-created_at"], name="delivery_tenant_status"),
         ]
         constraints = [
+            # No sequence twice on one endpoint; the catch-up feed walks this index.
+            models.UniqueConstraint(
+                fields=["endpoint", "sequence"], name="delivery_endpoint_sequence"
+            ),
             models.CheckConstraint(
                 condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
                 name="delivery_pending_is_scheduled",
@@ -83,6 +90,23 @@ class Delivery(models.Model):
     @property
     def attempts_in_schedule(self) -> int:
         return self.attempt_count - self.schedule_offset
+
+
+class SequenceCounter(models.Model):
+    """The last sequence given to a delivery of one endpoint, and how far retention has
+    purged them. Its own row, not a column of the endpoint: ingestion locks it until
+    commit (that lock is what makes sequence order commit order), and the endpoint row
+    is written by health recording and read by routing triggers."""
+
+    endpoint = models.OneToOneField(
+        Endpoint, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    last = models.BigIntegerField(default=0)
+    # Every sequence up to this one may have been purged: the feed answers 410 below it.
+    purged_through = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id}: {self.last}"
 
 
 class Attempt(models.Model):

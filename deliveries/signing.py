@@ -61,6 +61,11 @@ def sign(*, msg_id: str, timestamp: int, body: bytes, secrets: Sequence[str]) ->
     )
 
 
+# The delivery's number among its endpoint's (CONTRACT section 3): not signed, like the
+# other transport headers; a receiver uses it only to find gaps it then fetches.
+SEQUENCE_HEADER = "homing-sequence"
+
+
 def webhook_headers(
     *, msg_id: str, timestamp: int, body: bytes, secrets: Sequence[str]
 ) -> dict[str, str]:

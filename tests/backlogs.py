@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from deliveries.models import Delivery
+from deliveries.services.sequences import sequences_take
 from webhooks.models import Endpoint, Event, Tenant
 
 
@@ -25,7 +26,8 @@ def due_backlog(
             next_attempt_at=now,
             created_at=now,
             updated_at=now,
+            sequence=sequence,
         )
-        for event in events
+        for event, sequence in zip(events, sequences_take([endpoint.pk] * len(events)), strict=True)
     )
     return events

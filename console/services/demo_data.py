@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from core import crypto
-from deliveries.models import Attempt, AttemptMinute, Delivery
+from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from deliveries.signing import generate_secret
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Event, Tenant
@@ -118,13 +118,23 @@ STEPS = [
     ),
     (
         "deliveries",
-        """INSERT INTO {delivery} (id, tenant_id, event_id, endpoint_id, status, attempt_count,
-            schedule_offset, last_error, created_at, updated_at)
+        # Numbered after the endpoint's deliveries so far, in time order (sequences.py).
+        """WITH sequences AS (
+          INSERT INTO {sequencecounter} (endpoint_id, last, purged_through)
+          SELECT endpoint_id, count(*), 0 FROM demo_plan GROUP BY endpoint_id
+          ORDER BY endpoint_id
+          ON CONFLICT (endpoint_id) DO UPDATE SET last = {sequencecounter}.last + EXCLUDED.last
+          RETURNING endpoint_id, last
+        )
+        INSERT INTO {delivery} (id, tenant_id, event_id, endpoint_id, status, attempt_count,
+            schedule_offset, last_error, created_at, updated_at, sequence)
         SELECT delivery_id, tenant_id, event_id, endpoint_id,
           CASE WHEN dies THEN 'dead' ELSE 'succeeded' END, tries, 0,
           CASE WHEN dies THEN 'HTTP ' || code ELSE '' END, created_at,
-          created_at + (5 * (2 ^ tries - 2)) * interval '1 second'
-        FROM demo_plan""",
+          created_at + (5 * (2 ^ tries - 2)) * interval '1 second',
+          s.last - count(*) OVER (PARTITION BY endpoint_id)
+            + row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at, i)
+        FROM demo_plan JOIN sequences AS s USING (endpoint_id)""",
     ),
     (
         "attempts",
@@ -182,6 +192,7 @@ def demo_data_seed(
     tables = {
         "event": Event._meta.db_table,
         "delivery": Delivery._meta.db_table,
+        "sequencecounter": SequenceCounter._meta.db_table,
         "attempt": Attempt._meta.db_table,
         "deadletter": DeadLetter._meta.db_table,
         "attemptminute": AttemptMinute._meta.db_table,

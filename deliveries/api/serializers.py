@@ -32,6 +32,7 @@ class DeliverySerializer(serializers.ModelSerializer):
             "id",
             "event_id",
             "endpoint_id",
+            "sequence",
             "status",
             "attempt_count",
             "next_attempt_at",

@@ -61,6 +61,7 @@ class Claimed:
     tenant_id: str
     attempt_count: int  # the number of the attempt this claim makes
     schedule_offset: int
+    sequence: int  # the `homing-sequence` header
     event: ClaimedEvent
     endpoint: Endpoint
 
@@ -271,7 +272,7 @@ def _claim(
         UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
             attempt_count = attempt_count + 1, updated_at = {now}
         WHERE id IN (SELECT id FROM picked){recheck}
-        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset
+        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence
     """
     params = [*picked_params(stamps), *lease, *stamps, *(stamps if recheck else [])]
     with transaction.atomic(), connection.cursor() as cursor:
@@ -289,16 +290,20 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
         ).values_list("id", "type", "data", "created_at")
     }
     endpoints = Endpoint.objects.in_bulk({row[3] for row in rows})
-    return [
-        Claimed(
-            id=delivery_id,
-            tenant_id=tenant_id,
-            attempt_count=attempt_count,
-            schedule_offset=schedule_offset,
-            event=events[event_id],
-            endpoint=endpoints[endpoint_id],
-        )
-        for delivery_id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset in rows
+    claimed = []
+    for delivery_id, tenant_id, event_id, endpoint_id, attempt_count, offset, sequence in rows:
         # An endpoint deleted since the claim took its deliveries with it (cascade).
-        if endpoint_id in endpoints and event_id in events
-    ]
+        if endpoint_id not in endpoints or event_id not in events:
+            continue
+        claimed.append(
+            Claimed(
+                id=delivery_id,
+                tenant_id=tenant_id,
+                attempt_count=attempt_count,
+                schedule_offset=offset,
+                sequence=sequence,
+                event=events[event_id],
+                endpoint=endpoints[endpoint_id],
+            )
+        )
+    return claimed

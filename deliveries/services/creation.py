@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -10,12 +10,13 @@ from django.utils import timezone
 from core.ids import new_id
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
+from deliveries.services.sequences import counters_upsert_sql, sequences_numbered, sequences_take
 from webhooks.models import Endpoint, Event
 
 # Every column of Delivery, in the order deliveries_insert_statement fills them.
 DELIVERY_COLUMNS = (
     "id", "tenant_id", "event_id", "endpoint_id", "status", "attempt_count", "schedule_offset",
-    "next_attempt_at", "lease_expires_at", "last_error", "created_at", "updated_at",
+    "next_attempt_at", "lease_expires_at", "last_error", "created_at", "updated_at", "sequence",
 )  # fmt: skip
 
 
@@ -28,6 +29,7 @@ class NewDelivery:
     id: str
     event_id: str
     endpoint_id: str
+    sequence: int = 0  # 0 until the statement that saves it has numbered it
     status: str = Delivery.Status.PENDING.value
 
 
@@ -39,7 +41,8 @@ def deliveries_create_for_event(*, event: Event, endpoints: Iterable[Endpoint]) 
 def deliveries_create_for_events(
     *, fan_out: Sequence[tuple[Event, Sequence[Endpoint]]]
 ) -> list[list[Delivery]]:
-    """Each event's deliveries (in order) from one multi-row INSERT and one wake-up."""
+    """Each event's deliveries (in order) from one multi-row INSERT and one wake-up; call
+    it in a transaction (the deliveries' sequence numbers are reserved in it)."""
     now = timezone.now()
     per_event = [
         [
@@ -56,6 +59,9 @@ def deliveries_create_for_events(
         for event, endpoints in fan_out
     ]
     every = [delivery for deliveries in per_event for delivery in deliveries]
+    numbers = sequences_take([delivery.endpoint_id for delivery in every])
+    for delivery, number in zip(every, numbers, strict=True):
+        delivery.sequence = number
     Delivery.objects.bulk_create(every)
     publish_deliveries_on_commit([delivery.id for delivery in every])
     return per_event
@@ -69,10 +75,23 @@ def deliveries_build(*, fan_out: Iterable[tuple[str, Iterable[str]]]) -> list[li
     ]
 
 
-def deliveries_insert_statement(
+def deliveries_numbered(
+    per_event: list[list[NewDelivery]], last: Mapping[str, int]
+) -> list[list[NewDelivery]]:
+    """The deliveries with the numbers `deliveries_insert_ctes` gave them, from each
+    endpoint's last number (what its statement returns)."""
+    numbers = iter(
+        sequences_numbered([d.endpoint_id for deliveries in per_event for d in deliveries], last)
+    )
+    return [[replace(d, sequence=next(numbers)) for d in deliveries] for deliveries in per_event]
+
+
+def deliveries_insert_ctes(
     deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime
 ) -> tuple[str, list[Any]]:
-    """The INSERT of these deliveries of one tenant, due `now`, for ingestion to run in one
+    """Two entries of a WITH list: `sequences`, which reserves the deliveries' numbers
+    (endpoint_id, last: what `deliveries_numbered` needs), and `new_deliveries`, the
+    INSERT of these deliveries of one tenant, due `now` — for ingestion to run in one
     statement with its events (it publishes them itself once they are committed).
 
     A fixed number of parameters however many rows: ids as text arrays, the rest shared,
@@ -80,17 +99,26 @@ def deliveries_insert_statement(
     through the model's fields one by one (for a batch of 100 events that walk, and
     psycopg parsing 1,100 placeholders, were most of the web process's CPU)."""
     table = Delivery._meta.db_table  # names from the model, values all bound: no input in SQL
+    endpoint_ids = [d.endpoint_id for d in deliveries]
+    upsert, upsert_params = counters_upsert_sql(endpoint_ids)
+    # Each endpoint's deliveries number up to its new `last`, in the order listed here
+    # (as sequences_numbered does): d.n is the position in the list.
     sql = (
-        f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "  # noqa: S608
-        "SELECT d.id, %s, d.event_id, d.endpoint_id, 'pending', 0, 0, %s, NULL, '', %s, %s "
-        "FROM unnest(%s::text[], %s::text[], %s::text[]) AS d(id, event_id, endpoint_id)"
+        f"sequences AS ({upsert}), new_deliveries AS ("  # noqa: S608
+        f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "
+        "SELECT d.id, %s, d.event_id, d.endpoint_id, 'pending', 0, 0, %s, NULL, '', %s, %s, "
+        "s.last - count(*) OVER (PARTITION BY d.endpoint_id) "
+        "+ row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.n) "
+        "FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
+        "AS d(id, event_id, endpoint_id, n) JOIN sequences s USING (endpoint_id))"
     )
     return sql, [
+        *upsert_params,
         tenant_id,
         now,
         now,
         now,
         [d.id for d in deliveries],
         [d.event_id for d in deliveries],
-        [d.endpoint_id for d in deliveries],
+        endpoint_ids,
     ]

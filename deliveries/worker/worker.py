@@ -47,7 +47,7 @@ from deliveries.services.claims import (
 )
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
 from deliveries.services.recording import Outcome, Recorded
-from deliveries.signing import payload_bytes, webhook_headers
+from deliveries.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.worker.budget import RetryBudget
 from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
@@ -522,6 +522,7 @@ class Worker:
                     body=body,
                     secrets=endpoint_signing_secrets(endpoint=endpoint),
                 ),
+                SEQUENCE_HEADER: str(delivery.sequence),
             }
         except Exception as exc:  # a bug (e.g. a corrupt secret): fatal, and said loudly
             logger.critical(

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from core.ids import new_id
 from deliveries.models import Delivery
+from deliveries.services.sequences import sequences_take
 from dlq.models import DeadLetter
 from webhooks.models import Event
 
@@ -92,8 +93,9 @@ def test_dead_letters_of_one_deactivation_are_walked_once(alice):
             event=event,
             endpoint_id=endpoint["id"],
             status=Delivery.Status.DEAD,
+            sequence=sequence,
         )
-        for _ in range(1200)
+        for sequence in sequences_take([endpoint["id"]] * 1200)
     )
     dead_at = timezone.now()
     DeadLetter.objects.bulk_create(

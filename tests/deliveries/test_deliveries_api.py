@@ -23,6 +23,7 @@ def test_deliveries_are_listed_newest_first_with_filters(alice):
         "id",
         "event_id",
         "endpoint_id",
+        "sequence",
         "status",
         "attempt_count",
         "next_attempt_at",

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from deliveries.models import Delivery
+from deliveries.services.sequences import sequences_take
 from tests.backlogs import due_backlog
 from tests.processes import wait_until
 from webhooks.models import Event
@@ -72,8 +73,13 @@ def test_it_scales_out_and_survives_a_killed_worker(homing, receiver_factory):
                 next_attempt_at=now,
                 created_at=now,
                 updated_at=now,
+                sequence=sequence,
             )
-            for event in events
+            for event, sequence in zip(
+                events,
+                sequences_take([endpoints[event.type].pk for event in events]),
+                strict=True,
+            )
         ),
         batch_size=1000,
     )

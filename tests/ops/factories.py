@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery
+from deliveries.services.sequences import sequences_take
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoints import endpoint_create
@@ -40,6 +41,7 @@ def delivery(
         next_attempt_at=now if status == "pending" else None,
         lease_expires_at=now + timedelta(minutes=1) if status == "delivering" else None,
         last_error="HTTP 503" if status in ("pending", "dead") and attempts else "",
+        sequence=sequences_take([ep.pk])[0],
     )
     for number in range(1, attempts + 1):
         Attempt.objects.create(delivery=made, number=number, started_at=now, status_code=503)

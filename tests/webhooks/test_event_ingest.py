@@ -94,7 +94,12 @@ def test_event_detail_shows_its_deliveries(alice):
     detail = alice.client.get(f"/api/v1/events/{event['id']}").json()
     assert detail["data"] == {"k": "v"}
     assert detail["deliveries"] == [
-        {"id": event["deliveries"][0]["id"], "endpoint_id": endpoint, "status": "pending"}
+        {
+            "id": event["deliveries"][0]["id"],
+            "endpoint_id": endpoint,
+            "sequence": 1,
+            "status": "pending",
+        }
     ]
 
 

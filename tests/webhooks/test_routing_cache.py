@@ -119,6 +119,7 @@ def test_an_endpoint_deleted_after_the_gate_counts_as_a_routing_change(alice):
             event_id=event.id,
             endpoint_id="ep_gone",
             next_attempt_at=event.created_at,
+            sequence=1,
         )
     assert routing.routing_changed(gone_endpoint.value)
     alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
@@ -126,7 +127,7 @@ def test_an_endpoint_deleted_after_the_gate_counts_as_a_routing_change(alice):
     with pytest.raises(IntegrityError) as gone_event, transaction.atomic():
         Delivery.objects.create(
             tenant=alice.tenant, event_id="evt_gone", endpoint=endpoint,
-            next_attempt_at=event.created_at,
+            next_attempt_at=event.created_at, sequence=1,
         )  # fmt: skip
     assert not routing.routing_changed(gone_event.value)  # another fault: not retried
 

@@ -205,7 +205,12 @@ def event_accepted(event: IngestedEvent) -> dict[str, Any]:
         "data": event.data,
         "created_at": _iso(event.created_at),
         "deliveries": [
-            {"id": delivery.id, "endpoint_id": delivery.endpoint_id, "status": delivery.status}
+            {
+                "id": delivery.id,
+                "endpoint_id": delivery.endpoint_id,
+                "sequence": delivery.sequence,
+                "status": delivery.status,
+            }
             for delivery in event.deliveries
         ],
     }

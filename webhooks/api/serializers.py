@@ -81,6 +81,7 @@ class EventBatchCreateSerializer(serializers.Serializer):
 class EventDeliverySerializer(serializers.Serializer):
     id = serializers.CharField()
     endpoint_id = serializers.CharField()
+    sequence = serializers.IntegerField()
     status = serializers.CharField()
 
 

@@ -28,7 +28,8 @@ DNS_TIMEOUT_SECONDS = 2.0
 # RFC 9110 token characters. Checked with fullmatch: `^...$` lets a trailing "\n" through.
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]{1,100}")
 EVENT_TYPE_PATTERN = re.compile(r"\*|[A-Za-z0-9_\-:/]+(\.[A-Za-z0-9_\-:/]+)*(\.\*)?")
-# Headers Homing sets itself: a user value would break signing or HTTP framing.
+# Headers Homing sets itself (and every `webhook-` and `homing-` one): a user value would
+# break signing, sequencing or HTTP framing.
 RESERVED_HEADERS = {
     "content-type",
     "user-agent",
@@ -99,7 +100,7 @@ def endpoint_headers_check(*, headers: Any) -> dict[str, str]:
         if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
             raise InvalidInput("headers", f"{name!r} is not a valid header name.")
         lowered = name.lower()
-        if lowered in RESERVED_HEADERS or lowered.startswith("webhook-"):
+        if lowered in RESERVED_HEADERS or lowered.startswith(("webhook-", "homing-")):
             raise InvalidInput("headers", f"{name!r} is set by Homing and cannot be overridden.")
         if not isinstance(value, str):
             raise InvalidInput("headers", f"The value of {name!r} must be a string.")

@@ -29,7 +29,8 @@ from deliveries.services.creation import (
     NewDelivery,
     deliveries_build,
     deliveries_create_for_events,
-    deliveries_insert_statement,
+    deliveries_insert_ctes,
+    deliveries_numbered,
 )
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.event_input import EventInput
@@ -135,16 +136,19 @@ def _insert_routed(
     event_insert, event_params = _events_insert(event_ids, inputs, now)
     sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
     if every:
-        delivery_insert, delivery_params = deliveries_insert_statement(
+        deliveries_insert, delivery_params = deliveries_insert_ctes(
             every, tenant_id=tenant.pk, now=now
         )
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
-        sql += f", new_events AS ({event_insert}) {delivery_insert}"
+        # The statement answers each endpoint's last sequence number.
+        sql += f", new_events AS ({event_insert}), {deliveries_insert} TABLE sequences"
         params += delivery_params
     else:
         sql += event_insert
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
+        if every:
+            per_event = deliveries_numbered(per_event, dict(cursor.fetchall()))
     # Outside a transaction the statement has committed: this publishes at once.
     publish_deliveries_on_commit([delivery.id for delivery in every])
     return [
@@ -197,7 +201,10 @@ def _ingest_with_the_orm(
             event.type,
             event.data,
             event.created_at,
-            [NewDelivery(d.id, event.id, d.endpoint_id, d.status) for d in deliveries],
+            [
+                NewDelivery(d.id, event.id, d.endpoint_id, sequence=d.sequence, status=d.status)
+                for d in deliveries
+            ],
         )
         for event, deliveries in zip(events, per_event, strict=True)
     ]
