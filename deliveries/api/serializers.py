@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from deliveries.models import Attempt, Delivery
+from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 
 
 class BlankAsNullField(serializers.CharField):
@@ -39,3 +40,34 @@ class DeliverySerializer(serializers.ModelSerializer):
             "last_error",
             "attempts",
         ]
+
+
+class FeedQuerySerializer(serializers.Serializer):
+    """`?after=&limit=` of the catch-up feed."""
+
+    after = serializers.IntegerField(min_value=0, max_value=2**62, default=0)
+    limit = serializers.IntegerField(
+        min_value=1, max_value=FEED_MAX_LIMIT, default=FEED_DEFAULT_LIMIT
+    )
+
+
+class FeedMessageSerializer(serializers.Serializer):
+    sequence = serializers.IntegerField()
+    event_id = serializers.CharField()
+    type = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    ordering_key = serializers.CharField(allow_null=True)
+    data = serializers.JSONField()
+    delivery_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=Delivery.Status.choices)
+
+
+class FeedPageSerializer(serializers.Serializer):
+    results = FeedMessageSerializer(many=True, source="messages")
+    next_after = serializers.IntegerField()
+    done = serializers.BooleanField()
+
+
+class FeedExpiredSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    oldest_sequence = serializers.IntegerField()

@@ -8,4 +8,5 @@ urlpatterns = [
     path("deliveries", views.DeliveryList.as_view(), name="delivery-list"),
     path("deliveries/<str:pk>", views.DeliveryDetail.as_view(), name="delivery-detail"),
     path("deliveries/<str:pk>/retry", views.DeliveryRetry.as_view(), name="delivery-retry"),
+    path("endpoints/<str:pk>/messages", views.EndpointMessages.as_view(), name="endpoint-messages"),
 ]

@@ -1,14 +1,22 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.scoping import TenantScoped
-from deliveries.api.serializers import DeliverySerializer
+from deliveries.api.serializers import (
+    DeliverySerializer,
+    FeedExpiredSerializer,
+    FeedPageSerializer,
+    FeedQuerySerializer,
+)
 from deliveries.models import Delivery
+from deliveries.selectors import FeedExpired, endpoint_messages
 from deliveries.services.lifecycle import delivery_retry_now
+from webhooks.models import Endpoint
 
 FILTERS = {"status": "status", "endpoint": "endpoint_id", "event": "event_id"}
 
@@ -40,3 +48,25 @@ class DeliveryRetry(TenantScoped, generics.GenericAPIView):
     def post(self, request: Request, pk: str) -> Response:
         delivery = delivery_retry_now(delivery=self.get_object())
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EndpointMessages(TenantScoped, generics.GenericAPIView):
+    """The catch-up feed: every delivery of the endpoint after a sequence, in order."""
+
+    model = Endpoint
+    serializer_class = FeedPageSerializer
+
+    @extend_schema(
+        parameters=[FeedQuerySerializer],
+        responses={200: FeedPageSerializer, 410: FeedExpiredSerializer},
+    )
+    def get(self, request: Request, pk: str) -> Response:
+        endpoint = self.get_object()
+        query = FeedQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            page = endpoint_messages(endpoint=endpoint, **query.validated_data)
+        except FeedExpired as expired:
+            body = {"message": expired.message, "oldest_sequence": expired.oldest_sequence}
+            return Response(body, status=expired.status_code)
+        return Response(FeedPageSerializer(page).data)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from dlq.models import DeadLetter
@@ -38,3 +40,15 @@ class ReplayedSerializer(serializers.Serializer):
 
 class DiscardedSerializer(serializers.Serializer):
     discarded = serializers.IntegerField()
+
+
+class RecoverSerializer(serializers.Serializer):
+    """`POST /endpoints/{id}/recover`: the window the dead deliveries died in."""
+
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "until" in attrs and attrs["until"] < attrs["since"]:
+            raise serializers.ValidationError({"until": ["Must not be before since."]})
+        return attrs

@@ -18,4 +18,5 @@ urlpatterns = [
     path(
         "dead-letters/<str:pk>/replay", views.DeadLetterReplay.as_view(), name="dead-letter-replay"
     ),
+    path("endpoints/<str:pk>/recover", views.EndpointRecover.as_view(), name="endpoint-recover"),
 ]

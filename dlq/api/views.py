@@ -15,13 +15,15 @@ from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
     DiscardedSerializer,
+    RecoverSerializer,
     ReplayedSerializer,
 )
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
-from dlq.services.replay import dead_letter_replay
+from dlq.services.replay import NotReplayable, dead_letter_replay
 from dlq.services.replay_jobs import replay_job_create
+from webhooks.models import Endpoint
 
 
 class DeadLetterPagination(NewestFirstPagination):
@@ -101,3 +103,28 @@ class DeadLetterBulkDiscard(InQueue, generics.GenericAPIView):
     def post(self, request: Request) -> Response:
         discarded = dead_letters_discard(criteria=_criteria(request))
         return Response({"discarded": discarded}, status=status.HTTP_200_OK)
+
+
+class EndpointRecover(TenantScoped, generics.GenericAPIView):
+    """Replay every dead delivery of the endpoint that died between `since` and `until`
+    (default: now), in the background as a bulk replay."""
+
+    model = Endpoint
+    serializer_class = RecoverSerializer
+
+    @extend_schema(responses={202: ReplayedSerializer})
+    def post(self, request: Request, pk: str) -> Response:
+        endpoint = self.get_object()
+        window = RecoverSerializer(data=request.data)
+        window.is_valid(raise_exception=True)
+        if not endpoint.is_active:
+            raise NotReplayable("The endpoint is deactivated; activate it, then recover.")
+        criteria = {
+            "tenant": request.auth.pk,
+            "endpoint": endpoint.pk,
+            "dead_after": window.validated_data["since"].isoformat(),
+        }
+        if until := window.validated_data.get("until"):
+            criteria["dead_before"] = until.isoformat()
+        job = replay_job_create(criteria=criteria)
+        return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)

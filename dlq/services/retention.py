@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, SequenceCounter
 from dlq.models import DeadLetter
 from webhooks.models import Event, IdempotencyRecord
 
@@ -132,11 +132,29 @@ def _purge_batch(*, event_ids: list[str], report: PurgeReport, dry_run: bool) ->
             report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).count()
             report.dead_letters += DeadLetter.objects.filter(event_id__in=events).count()
             return
+        _mark_purged_sequences(delivery_ids)
         # Children first: each DELETE is a plain indexed one (no collector cascade).
         report.dead_letters += DeadLetter.objects.filter(event_id__in=events).delete()[0]
         report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).delete()[0]
         report.deliveries += Delivery.objects.filter(id__in=delivery_ids).delete()[0]
         report.events += Event.objects.filter(id__in=events).delete()[0]
+
+
+def _mark_purged_sequences(delivery_ids: list[str]) -> None:
+    """Raise each endpoint's `purged_through` past the sequences about to go, in the
+    purge's transaction: the catch-up feed then answers 410 below it instead of
+    skipping a number (deliveries/selectors.py). Counters in endpoint id order, as
+    ingestion locks them."""
+    highest = (
+        Delivery.objects.filter(id__in=delivery_ids)
+        .values("endpoint_id")
+        .annotate(highest=Max("sequence"))
+        .order_by("endpoint_id")
+    )
+    for row in highest:
+        SequenceCounter.objects.filter(
+            endpoint_id=row["endpoint_id"], purged_through__lt=row["highest"]
+        ).update(purged_through=row["highest"])
 
 
 def _purge_idempotency_records(

@@ -1,0 +1,111 @@
+"""Reads of deliveries for the API: the catch-up feed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import F, Func, IntegerField, TextField
+from django.db.models.functions import Cast, Length
+
+from core.exceptions import HomingError
+from deliveries.models import Delivery, SequenceCounter
+from webhooks.models import Endpoint
+
+FEED_DEFAULT_LIMIT = 100
+FEED_MAX_LIMIT = 500
+# Event data one page loads at most (past its first message): 500 events of 256 KiB
+# would otherwise be 128 MiB in one answer.
+FEED_MAX_BYTES = 4 * 1024 * 1024
+
+
+class FeedExpired(HomingError):
+    """Retention purged deliveries after the asked-for sequence: the receiver must
+    reconcile some other way, then go on from `oldest_sequence`."""
+
+    status_code = 410
+
+    def __init__(self, oldest_sequence: int) -> None:
+        super().__init__(
+            "Deliveries after this sequence were purged by retention; "
+            f"the oldest the feed still has is {oldest_sequence}."
+        )
+        self.oldest_sequence = oldest_sequence
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    messages: list[dict[str, Any]]
+    next_after: int  # the `after` of the next page
+    done: bool  # nothing after next_after (as of this read)
+
+
+def endpoint_messages(*, endpoint: Endpoint, after: int, limit: int) -> FeedPage:
+    """The endpoint's deliveries with a sequence above `after`, in ascending sequence,
+    whatever their status, through the `delivery_endpoint_sequence` index.
+
+    Every sequence above `after` is there to read: numbers are taken in commit order
+    (services/sequences.py), and retention raises the counter's `purged_through` mark
+    past any number it deletes, so a page never silently skips one: asked from below
+    the mark, the feed answers FeedExpired."""
+    purged_through = (
+        SequenceCounter.objects.filter(endpoint=endpoint)
+        .values_list("purged_through", flat=True)
+        .first()
+        or 0
+    )
+    if after < purged_through:
+        raise FeedExpired(purged_through + 1)
+    # The page's rows first with only the size of their data, so that a page of large
+    # events stops at FEED_MAX_BYTES (at least one message) before any data is loaded.
+    heads = list(
+        Delivery.objects.filter(endpoint=endpoint, sequence__gt=after)
+        .order_by("sequence")
+        .annotate(size=_stored_size("event__data"))
+        .values_list("id", "size")[: limit + 1]
+    )
+    taken, total = [], 0
+    for delivery_id, size in heads[:limit]:
+        total += size or 0
+        if taken and total > FEED_MAX_BYTES:
+            break
+        taken.append(delivery_id)
+    rows = (
+        Delivery.objects.filter(pk__in=taken)
+        .order_by("sequence")
+        .values_list(
+            "sequence",
+            "event_id",
+            "event__type",
+            "event__created_at",
+            "event__data",
+            "id",
+            "status",
+        )
+    )
+    messages = [
+        {
+            "sequence": sequence,
+            "event_id": event_id,
+            "type": event_type,
+            "created_at": created_at,
+            "ordering_key": None,  # events have no ordering key yet
+            "data": data,
+            "delivery_id": delivery_id,
+            "status": status,
+        }
+        for sequence, event_id, event_type, created_at, data, delivery_id, status in rows
+    ]
+    return FeedPage(
+        messages=messages,
+        next_after=messages[-1]["sequence"] if messages else after,
+        done=len(heads) == len(taken),
+    )
+
+
+def _stored_size(field: str) -> Func:
+    """The bytes a JSON column takes: PostgreSQL's stored size, elsewhere its text."""
+    if connection.vendor == "postgresql":
+        return Func(F(field), function="pg_column_size", output_field=IntegerField())
+    return Length(Cast(F(field), TextField()))
