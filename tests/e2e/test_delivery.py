@@ -154,7 +154,7 @@ def test_retry_after_lengthens_the_wait_up_to_the_largest_step(
     assert low <= second.at - first.at <= high
 
 
-def test_retry_and_replay_keep_the_webhook_id(alice, homing, receiver_factory):
+def test_retry_and_replay_keep_the_webhook_id_and_sequence(alice, homing, receiver_factory):
     receiver = receiver_factory(lambda request, n: Answer(404) if n == 0 else Answer(200))
     make_endpoint(alice, receiver.url)
     homing("worker")
@@ -177,6 +177,8 @@ def test_retry_and_replay_keep_the_webhook_id(alice, homing, receiver_factory):
     assert retried.status_code == 202
     receiver.wait_for(3)
     assert receiver.requests[2].headers["webhook-id"] == event["id"]
+    # The attempt, the replay and the retry all carry the delivery's sequence.
+    assert [r.headers["homing-sequence"] for r in receiver.requests] == ["1"] * 3
 
 
 def test_retry_while_an_attempt_is_in_flight_adds_one_after_it(alice, homing, receiver_factory):
