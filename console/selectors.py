@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from console.charts import Chart, attempts_chart
 from console.paging import cursor_decode, cursor_encode
-from deliveries.models import Attempt, AttemptMinute, Delivery
+from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import Criteria, dead_letters_matching, dead_letters_waiting
 from webhooks.models import Endpoint, Event, Tenant
@@ -226,6 +226,7 @@ class EndpointDetail:
     next_cursor: str | None
     waiting_dead_letters: int
     health: dict[str, Any] | None  # None: no health fields in this version
+    last_sequence: int  # the sequence of its latest delivery (0: none yet)
 
 
 HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")
@@ -262,6 +263,10 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
             endpoint=endpoint, replayed_at__isnull=True, discarded_at__isnull=True
         ).count(),
         health={name: getattr(endpoint, name) for name in HEALTH_FIELDS},
+        last_sequence=SequenceCounter.objects.filter(endpoint=endpoint)
+        .values_list("last", flat=True)
+        .first()
+        or 0,
     )
 
 

@@ -1,0 +1,36 @@
+"""The console shows each delivery's sequence and an endpoint's last one."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from deliveries.models import Delivery
+
+from ..dlq.test_replay import make_endpoint
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_user("sam", "s@example.com", "pw", is_staff=True))
+    return client
+
+
+def test_the_endpoint_and_delivery_pages_show_sequences(staff, alice):
+    endpoint = make_endpoint(alice)
+    events = [
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
+        for _ in range(3)
+    ]
+    page = staff.get(f"/endpoints/{endpoint}/").content.decode()
+    assert re.search(r"<dt>Last sequence</dt><dd>3</dd>", page)
+    rows = re.findall(r'<tr>\s*<td class="num">(\d+)</td>', page)
+    assert rows == ["3", "2", "1"]  # newest first
+
+    second = Delivery.objects.get(event_id=events[1]["id"])
+    detail = staff.get(f"/deliveries/{second.id}/").content.decode()
+    assert "<dt>Sequence</dt><dd>2 (homing-sequence)</dd>" in detail
