@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db import transaction
+
+from config.logs import delivery_log_context
 from deliveries.models import Delivery
 from deliveries.services.claims import Claimed
 from dlq.models import DeadLetter
+
+logger = logging.getLogger(__name__)
 
 
 def dead_letters_create(
@@ -24,3 +30,14 @@ def dead_letters_create(
         )
         for delivery, reason in zip(deliveries, reasons, strict=True)
     )
+    # Once it is true: a rolled-back death is not one. An operator finds each dead
+    # delivery in the logs by any of its ids (CONTRACT section 5).
+    deaths = [
+        (delivery_log_context(d), reason) for d, reason in zip(deliveries, reasons, strict=True)
+    ]
+    transaction.on_commit(lambda: _log_deaths(deaths))
+
+
+def _log_deaths(deaths: list[tuple[dict[str, str], str]]) -> None:
+    for ids, reason in deaths:
+        logger.warning("delivery %s is dead: %s", ids["delivery_id"], reason, extra=ids)
