@@ -42,6 +42,8 @@ def postgres_bindir() -> Path | None:
 
 
 CHROMIUM = "/usr/bin/chromium"  # the browser tests drive Debian's chromium (Playwright)
+# A worker whose clock is off is tested under libfaketime (Debian's faketime).
+FAKETIME_LIBRARY = "/usr/lib/*/faketime/libfaketimeMT.so.1"
 
 
 def ensure_binaries() -> tuple[Path, str]:
@@ -52,6 +54,7 @@ def ensure_binaries() -> tuple[Path, str]:
             ("postgresql", bindir),
             ("redis-server", redis_server),
             ("chromium", os.path.exists(CHROMIUM)),
+            ("faketime", glob.glob(FAKETIME_LIBRARY)),
         ]
         if not present
     ]
@@ -59,8 +62,8 @@ def ensure_binaries() -> tuple[Path, str]:
         return bindir, redis_server  # type: ignore[return-value]
     command = f"apt-get update && apt-get install -y {' '.join(missing)}"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        if bindir and redis_server:  # only the browser is missing: its tests skip
-            say(f"chromium not found: browser tests will be skipped ({command})")
+        if bindir and redis_server:  # only test tools are missing: their tests skip
+            say(f"{', '.join(missing)} not found: their tests will be skipped ({command})")
             return bindir, redis_server
         sys.exit(
             f"[harness] PostgreSQL and Redis servers are needed. Install them with:\n"

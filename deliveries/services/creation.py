@@ -5,8 +5,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
+from core.clock import database_now
 from core.ids import new_id
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
@@ -43,7 +42,7 @@ def deliveries_create_for_events(
 ) -> list[list[Delivery]]:
     """Each event's deliveries (in order) from one multi-row INSERT and one wake-up; call
     it in a transaction (the deliveries' sequence numbers are reserved in it)."""
-    now = timezone.now()
+    now = database_now()
     per_event = [
         [
             Delivery(

@@ -22,8 +22,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
 
+from core.clock import database_now
 from deliveries import concurrency, retry
 from webhooks.models import Endpoint, Tenant
 from webhooks.services.event_input import RESERVED_TYPE_PREFIX, EventInput
@@ -247,7 +247,7 @@ def circuits_not_closed() -> tuple[set[str], list[str]]:
     """(endpoints whose deliveries claims leave alone, those whose probe may go now);
     each probe won by a conditional move to `half_open`, so two workers never both send
     one. Read through the partial index `endpoint_circuit`."""
-    now = timezone.now()
+    now = database_now()
     paused: set[str] = set()
     due: list[str] = []
     for pk, probe_at in Endpoint.objects.filter(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from core.clock import database_now
 from core.exceptions import HomingError
 from core.redis import once_claim, once_release
 from deliveries.models import Delivery
@@ -52,7 +53,7 @@ def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
 
 
 def _park_batch(endpoint_id: str, reason: str) -> int:
-    now = timezone.now()
+    now = database_now()
     with transaction.atomic():
         ids = list(
             Delivery.objects.select_for_update(skip_locked=True)
@@ -116,7 +117,7 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
     """
     if not delivery.endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it first.")
-    now = timezone.now()
+    now = database_now()
     fields: dict[str, object] = {
         "status": Delivery.Status.PENDING,
         "next_attempt_at": now,

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from config.logs import delivery_log_context
 from core import counters
+from core.clock import database_now
 from deliveries import retry
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
@@ -139,7 +140,7 @@ def attempts_record(
 
 
 def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded | None]:
-    now = timezone.now()
+    now = database_now()
     states = [_state_for(o, now) for o in outcomes]
     recorded: list[Recorded | None] = []
     attempts, dead = [], []

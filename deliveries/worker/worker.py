@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from config.logs import delivery_log_context
 from config.version import VERSION
+from core.clock import database_offset, database_time
 from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
 from deliveries.fair_share import DueEndpoint, fair_shares
@@ -242,6 +243,7 @@ class Worker:
     def _claim(self, limit: int, policy: Policy) -> list[Claimed]:
         """Claim fairly between tenants, within each endpoint's room and the retry budget:
         while first attempts wait, retries get only their allowance (budget.py)."""
+        database_offset()  # measured here, now and then, for the event loop's signatures
         skip = self._throttled_endpoints()
         due, room = self._due_with_room(limit, skip)
         # An endpoint at its cap counts while it answers (its first attempts wait for the
@@ -518,7 +520,8 @@ class Worker:
                 **endpoint.headers,
                 **webhook_headers(
                     msg_id=event.id,
-                    timestamp=int(time.time()),
+                    # The database's clock: a receiver checks it against true time.
+                    timestamp=int(database_time(measure=False)),
                     body=body,
                     secrets=endpoint_signing_secrets(endpoint=endpoint),
                 ),

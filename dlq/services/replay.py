@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
+from core.clock import database_now
 from core.exceptions import HomingError
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
@@ -42,7 +42,7 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
 def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
     """Replay each dead letter whose delivery is still dead and whose endpoint is active;
     returns how many were replayed."""
-    now = timezone.now()
+    now = database_now()
     replayed: dict[str, str] = {}  # delivery id -> dead letter id
     for letter in dead_letters:
         if (

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
-from django.utils import timezone
 
+from core.clock import database_now
 from deliveries.models import Attempt, Delivery, SequenceCounter
 from dlq.models import DeadLetter
 from webhooks.models import Event, IdempotencyRecord
@@ -63,7 +63,7 @@ def retention_purge(
     says `complete=False`: the scheduler calls again on its next tick, so a large first
     purge never delays its sweeps by more than the budget.
     """
-    now = timezone.now()
+    now = database_now()
     deadline = time.monotonic() + time_budget if time_budget is not None else None
     cutoff = now - timedelta(seconds=settings.HOMING_RETENTION)
     report = PurgeReport()

@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
 
 from core import counters
+from core.clock import database_now
 from core.ids import new_id
 from core.postgresql.prepared import prepared_cursor
 from deliveries.queue import publish_deliveries_on_commit
@@ -119,7 +119,7 @@ def _insert_routed(
     gated: bool,
     exclude_endpoint_id: str | None,
 ) -> list[IngestedEvent]:
-    now = timezone.now()
+    now = database_now()
     event_ids = [new_id("evt") for _ in inputs]
     per_event = deliveries_build(
         fan_out=[
