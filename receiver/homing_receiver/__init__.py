@@ -6,8 +6,15 @@ Only the standard library is imported here; the Django integration lives in
 
 from __future__ import annotations
 
+from homing_receiver.catch_up import catch_up
 from homing_receiver.dedup import ClaimResult, Deduplicator, DedupStore
-from homing_receiver.errors import DuplicateInProgress, WebhookVerificationError
+from homing_receiver.errors import (
+    DuplicateInProgress,
+    FeedError,
+    FeedExpired,
+    WebhookVerificationError,
+)
+from homing_receiver.feed import Feed
 from homing_receiver.memory import MemoryStore
 from homing_receiver.redis_store import RedisStore
 from homing_receiver.sequences import (
@@ -27,6 +34,9 @@ __all__ = [
     "DedupStore",
     "Deduplicator",
     "DuplicateInProgress",
+    "Feed",
+    "FeedError",
+    "FeedExpired",
     "MemoryStore",
     "RedisStore",
     "SequenceState",
@@ -34,5 +44,6 @@ __all__ = [
     "SequenceTracker",
     "Webhook",
     "WebhookVerificationError",
+    "catch_up",
     "sequence_from_headers",
 ]
