@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -166,3 +167,74 @@ def test_sequences_missing_from_the_feed_are_logged_and_stay_a_gap(
 
     assert "sequences 4-5 are missing from the catch-up feed" in caplog.text
     assert tracker.gaps() == [(4, 5)]
+
+
+# Routes for the test below; it points ROOT_URLCONF at this module.
+urlpatterns: list[Any] = []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_live_webhooks_and_catch_up_handle_every_event_once_in_order(
+    secret: str, sign_headers: Any, feed: Feed, feed_server: FeedServer, settings: Any
+) -> None:
+    """alice's receiver failed every 7th webhook until the sender gave up on them."""
+    from django.http import HttpRequest, HttpResponse
+    from django.test import Client
+    from django.urls import path
+    from homing_receiver.django import DjangoStore, webhook_view
+
+    feed_server.messages = feed_server.messages[:70]
+    store = DjangoStore()
+    dedup = Deduplicator(store)
+    tracker = SequenceTracker(store, ENDPOINT_ID)
+    handled: list[str] = []
+
+    def handle(event_type: str, data: dict[str, Any], event_id: str) -> None:
+        handled.append(event_id)
+
+    @webhook_view(secret=secret, deduplicator=dedup, tracker=tracker)
+    def order_events(request: HttpRequest, event: dict[str, Any]) -> HttpResponse:
+        if int(request.headers["homing-sequence"]) % 7 == 0 and broken:
+            raise ConnectionError("warehouse API down")
+        handle(event["type"], event["data"], event["id"])
+        return HttpResponse(status=204)
+
+    urlpatterns[:] = [path("hooks/orders/", order_events)]
+    settings.ROOT_URLCONF = __name__
+
+    def deliver(message: dict[str, Any]) -> int:
+        body = json.dumps(
+            {
+                "id": message["event_id"],
+                "type": message["type"],
+                "timestamp": message["created_at"],
+                "data": message["data"],
+            }
+        ).encode()
+        headers = sign_headers(body, msg_id=message["event_id"]) | {
+            "homing-sequence": str(message["sequence"])
+        }
+        return (
+            Client()
+            .post("/hooks/orders/", body, content_type="application/json", headers=headers)
+            .status_code
+        )
+
+    broken = True
+    statuses = [deliver(message) for message in feed_server.messages]
+    assert statuses.count(500) == 10
+    assert tracker.gaps() == [(n, n) for n in range(7, 64, 7)]
+    assert tracker.last_contiguous() == 6
+
+    broken = False
+    assert (
+        catch_up(tracker, feed, lambda m: handle(m["type"], m["data"], m["event_id"]), dedup) == 10
+    )
+
+    all_ids = [m["event_id"] for m in feed_server.messages]
+    assert sorted(handled) == sorted(all_ids)  # each exactly once
+    assert handled[-10:] == [all_ids[n - 1] for n in range(7, 71, 7)]  # in sequence order
+    assert (tracker.last_contiguous(), tracker.gaps()) == (70, [])
+    # The sender's late retry of a caught-up webhook is a duplicate now.
+    assert deliver(feed_server.messages[6]) == 200
+    assert len(handled) == 70
