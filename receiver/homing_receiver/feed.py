@@ -193,7 +193,7 @@ def _parse_page(raw: bytes, after: int) -> _Page:
 def _json_or_none(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except ValueError:  # also UnicodeDecodeError
+    except (ValueError, RecursionError):  # also UnicodeDecodeError; absurd nesting
         return None
 
 
