@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from homing_receiver.dedup import ClaimResult
 
@@ -21,17 +21,29 @@ class _Record:
     expires_at: float
 
 
-class MemoryStore:
-    """Thread-safe dict of records behind one lock.
+@dataclass
+class _Sequences:
+    mark: int = 0
+    seen_above: set[int] = field(default_factory=set)
 
-    Only deduplicates within one process: use RedisStore or DjangoStore when several
-    workers or servers receive webhooks. ``clock`` defaults to ``time.monotonic`` so
-    wall-clock jumps do not expire (or revive) records.
+    def advance(self) -> None:
+        while self.mark + 1 in self.seen_above:
+            self.mark += 1
+            self.seen_above.discard(self.mark)
+
+
+class MemoryStore:
+    """Thread-safe dicts of records and sequence marks behind one lock.
+
+    Only deduplicates (and tracks sequences) within one process: use RedisStore or
+    DjangoStore when several workers or servers receive webhooks. ``clock`` defaults to
+    ``time.monotonic`` so wall-clock jumps do not expire (or revive) records.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._records: dict[str, _Record] = {}
+        self._sequences: dict[str, _Sequences] = {}
         self._lock = threading.Lock()
         self._claims = 0
 
@@ -62,6 +74,25 @@ class MemoryStore:
             record = self._records.get(key)
             if record is not None and record.owner == owner and record.state == "in_progress":
                 del self._records[key]
+
+    def sequence_see(self, endpoint_id: str, sequence: int) -> None:
+        with self._lock:
+            sequences = self._sequences.setdefault(endpoint_id, _Sequences())
+            if sequence > sequences.mark:
+                sequences.seen_above.add(sequence)
+                sequences.advance()
+
+    def sequence_state(self, endpoint_id: str) -> tuple[int, list[int]]:
+        with self._lock:
+            sequences = self._sequences.get(endpoint_id, _Sequences())
+            return sequences.mark, sorted(sequences.seen_above)
+
+    def sequence_reset(self, endpoint_id: str, to: int) -> None:
+        with self._lock:
+            sequences = self._sequences.setdefault(endpoint_id, _Sequences())
+            sequences.mark = to
+            sequences.seen_above = {n for n in sequences.seen_above if n > to}
+            sequences.advance()
 
     def __len__(self) -> int:
         return len(self._records)

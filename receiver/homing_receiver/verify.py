@@ -68,8 +68,14 @@ def _normalise_name(name: str) -> str:
     return name
 
 
-def extract_headers(headers: HeadersLike) -> dict[str, str]:
-    """Return the three Standard Webhooks headers found in *headers*, by lower-case name."""
+def extract_headers(
+    headers: HeadersLike, names: Iterable[str] = REQUIRED_HEADERS
+) -> dict[str, str]:
+    """Return the headers called *names* (lower case) found in *headers*, by lower-case name.
+
+    By default the three Standard Webhooks headers.
+    """
+    wanted = frozenset(names)
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     found: dict[str, str] = {}
     for raw_name, raw_value in pairs:
@@ -77,7 +83,7 @@ def extract_headers(headers: HeadersLike) -> dict[str, str]:
         if name is None or value is None:
             continue  # e.g. wsgi.input in an environ
         name = _normalise_name(name)
-        if name in REQUIRED_HEADERS and name not in found:
+        if name in wanted and name not in found:
             found[name] = value.strip()
     return found
 

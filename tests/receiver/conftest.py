@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from homing_receiver import DedupStore, MemoryStore, RedisStore, Webhook
+from homing_receiver import DedupStore, Feed, MemoryStore, RedisStore, Webhook
+
+from tests.receiver.feed_server import API_KEY, ENDPOINT_ID, FeedServer, make_message
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -69,7 +71,7 @@ def redis_prefix(redis_client: Any) -> Iterator[str]:
 
 @pytest.fixture
 def redis_store(redis_client: Any, redis_prefix: str) -> RedisStore:
-    return RedisStore(redis_client, prefix=redis_prefix)
+    return RedisStore(redis_client, prefix=redis_prefix, sequence_prefix=redis_prefix + "seq:")
 
 
 @pytest.fixture
@@ -99,3 +101,17 @@ def store(request: pytest.FixtureRequest) -> DedupStore:
 @pytest.fixture
 def event_id() -> str:
     return f"msg_{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def feed_server() -> Iterator[FeedServer]:
+    """alice's endpoint's catch-up feed, holding sequences 1..250."""
+    server = FeedServer([make_message(n) for n in range(1, 251)]).start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def feed(feed_server: FeedServer) -> Feed:
+    # Short backoff and timeout keep the retry tests quick.
+    return Feed(feed_server.base_url, API_KEY, ENDPOINT_ID, timeout=2, retry_for=10, backoff=0.05)

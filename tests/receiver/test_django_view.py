@@ -10,9 +10,9 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.test import Client, RequestFactory
 from django.urls import path
-from homing_receiver import Deduplicator, MemoryStore
+from homing_receiver import Deduplicator, MemoryStore, SequenceState, SequenceTracker
 from homing_receiver.django import DjangoStore, webhook_view
-from homing_receiver.django.models import ProcessedWebhook
+from homing_receiver.django.models import ProcessedWebhook, SeenSequence, SequenceMark
 
 SignHeaders = Callable[..., dict[str, str]]  # the sign_headers fixture
 
@@ -247,3 +247,125 @@ def test_under_atomic_requests_a_failed_views_writes_are_rolled_back(
     assert list(
         ProcessedWebhook.objects.filter(key__startswith="side-effect").values_list("key", flat=True)
     ) == ["side-effect-2"]
+
+
+@pytest.fixture
+def tracker(store: MemoryStore) -> SequenceTracker:
+    return SequenceTracker(store, "ep_alice")
+
+
+@pytest.fixture
+def tracked_view(
+    secret: str, store: MemoryStore, recorder: Recorder, tracker: SequenceTracker
+) -> Callable[..., HttpResponse]:
+    return webhook_view(secret=secret, deduplicator=Deduplicator(store), tracker=tracker)(recorder)
+
+
+def test_a_tracker_records_the_sequence_of_each_handled_webhook(
+    tracked_view: Callable[..., HttpResponse],
+    tracker: SequenceTracker,
+    sign_headers: SignHeaders,
+) -> None:
+    for sequence in ("1", "2", "4"):
+        headers = sign_headers(BODY) | {"homing-sequence": sequence}
+        assert post(tracked_view, headers).status_code == 202
+
+    assert tracker.last_contiguous() == 2
+    assert tracker.gaps() == [(3, 3)]
+
+
+def test_a_duplicate_answered_200_records_its_sequence_too(
+    tracked_view: Callable[..., HttpResponse],
+    store: MemoryStore,
+    tracker: SequenceTracker,
+    recorder: Recorder,
+    sign_headers: SignHeaders,
+) -> None:
+    # Handled once already (say by catch_up) without its sequence being recorded.
+    headers = sign_headers(BODY, msg_id="msg_7") | {"homing-sequence": "1"}
+    Deduplicator(store).process("msg_7", lambda: None)
+
+    assert post(tracked_view, headers).status_code == 200
+
+    assert recorder.events == []
+    assert tracker.last_contiguous() == 1
+
+
+def test_a_failed_or_refused_webhook_records_no_sequence(
+    secret: str,
+    tracked_view: Callable[..., HttpResponse],
+    recorder: Recorder,
+    tracker: SequenceTracker,
+    sign_headers: SignHeaders,
+) -> None:
+    recorder.fail_with = RuntimeError("db down")
+    assert post(tracked_view, sign_headers(BODY) | {"homing-sequence": "1"}).status_code == 500
+
+    def not_now(request: HttpRequest, event: dict[str, Any]) -> HttpResponse:
+        return JsonResponse({"message": "unknown order"}, status=422)
+
+    refusing = webhook_view(secret=secret, tracker=tracker)(not_now)
+    assert post(refusing, sign_headers(BODY) | {"homing-sequence": "2"}).status_code == 422
+
+    forged = sign_headers(BODY) | {"homing-sequence": "3"}
+    assert post(tracked_view, forged, body=BODY + b" ").status_code == 400
+
+    assert tracker.state().seen_above == ()
+    assert tracker.last_contiguous() == 0
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "99999999999999999999"])
+def test_a_malformed_sequence_is_ignored_with_a_warning(
+    tracked_view: Callable[..., HttpResponse],
+    tracker: SequenceTracker,
+    sign_headers: SignHeaders,
+    caplog: pytest.LogCaptureFixture,
+    value: str,
+) -> None:
+    with caplog.at_level("WARNING", logger="homing_receiver"):
+        response = post(tracked_view, sign_headers(BODY) | {"homing-sequence": value})
+
+    assert response.status_code == 202
+    assert "malformed homing-sequence" in caplog.text
+    assert tracker.state() == SequenceState(0, ())
+
+
+def test_a_webhook_without_a_sequence_is_handled_as_before(
+    tracked_view: Callable[..., HttpResponse], tracker: SequenceTracker, sign_headers: SignHeaders
+) -> None:
+    assert post(tracked_view, sign_headers(BODY)).status_code == 202
+    assert tracker.last_contiguous() == 0
+
+
+def test_a_store_failure_while_recording_keeps_the_views_answer(
+    secret: str,
+    recorder: Recorder,
+    sign_headers: SignHeaders,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class DownStore(MemoryStore):
+        def sequence_see(self, endpoint_id: str, sequence: int) -> None:
+            raise ConnectionError("redis down")
+
+    view = webhook_view(secret=secret, tracker=SequenceTracker(DownStore(), "ep_1"))(recorder)
+
+    response = post(view, sign_headers(BODY) | {"homing-sequence": "5"})
+
+    assert response.status_code == 202
+    assert "could not record sequence 5" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_django_store_records_sequences_through_the_view(
+    secret: str, recorder: Recorder, sign_headers: SignHeaders
+) -> None:
+    tracker = SequenceTracker(DjangoStore(), "ep_alice")
+    view = webhook_view(secret=secret, deduplicator=Deduplicator(DjangoStore()), tracker=tracker)(
+        recorder
+    )
+
+    for sequence in ("2", "1", "3"):
+        assert post(view, sign_headers(BODY) | {"homing-sequence": sequence}).status_code == 202
+
+    assert SequenceMark.objects.get(endpoint_id="ep_alice").last_contiguous == 3
+    assert not SeenSequence.objects.exists()

@@ -19,7 +19,8 @@ SMOKE = textwrap.dedent(
     """
     import importlib.resources, sys
     import homing_receiver, homing_receiver.django
-    from homing_receiver import Deduplicator, MemoryStore, Webhook
+    from homing_receiver import Deduplicator, Feed, MemoryStore, SequenceTracker, Webhook
+    from homing_receiver import catch_up
 
     hook = Webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", now=lambda: 1614265330)
     headers = {
@@ -29,11 +30,15 @@ SMOKE = textwrap.dedent(
     }
     assert hook.verify(b'{"test": 2432232314}', headers) == {"test": 2432232314}
     assert Deduplicator(MemoryStore()).process("msg_1", lambda: None) is True
+    tracker = SequenceTracker(MemoryStore(), "ep_1")
+    tracker.see(2)
+    assert tracker.gaps() == [(1, 1)]
+    assert callable(catch_up) and Feed("http://homing.invalid/api/v1", "key", "ep_1")
     assert not {"django", "redis"} & set(sys.modules), sorted(sys.modules)
     assert importlib.resources.files("homing_receiver").joinpath("py.typed").is_file()
-    assert importlib.resources.files("homing_receiver.django.migrations").joinpath(
-        "0001_initial.py"
-    ).is_file()
+    migrations = importlib.resources.files("homing_receiver.django.migrations")
+    assert migrations.joinpath("0001_initial.py").is_file()
+    assert migrations.joinpath("0002_sequences.py").is_file()
     assert "/venv/" in homing_receiver.__file__, homing_receiver.__file__
     print("ok")
     """

@@ -9,7 +9,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.db.models.functions import Now
 
 from homing_receiver.dedup import ClaimResult
-from homing_receiver.django.models import ProcessedWebhook
+from homing_receiver.django.models import ProcessedWebhook, SeenSequence, SequenceMark
 
 _KEY_MAX = 255
 # A row can be deleted (released) or taken over between our failed INSERT and the
@@ -32,6 +32,11 @@ class DjangoStore:
       (PostgreSQL re-checks the WHERE after a concurrent update, so one caller wins);
       otherwise report the live row's state.
     * complete / release: conditional UPDATE / DELETE on (key, owner).
+
+    * sequence_see / sequence_reset: in one transaction, lock the endpoint's
+      SequenceMark row (``SELECT ... FOR UPDATE``; created on first use), store the
+      sequence if it is above the mark, advance the mark over the stored sequences that
+      follow it and delete those. Calls for one endpoint take turns on the row lock.
 
     Times come from the database clock (``Now()``) so that servers with skewed clocks
     agree on when a lease ends. Every call commits on its own unless the caller wraps
@@ -107,3 +112,64 @@ class DjangoStore:
             ProcessedWebhook.objects.using(self.using).filter(expires_at__lte=Now()).delete()
         )
         return deleted
+
+    def sequence_see(self, endpoint_id: str, sequence: int) -> None:
+        endpoint_id = _db_key(endpoint_id)
+        with transaction.atomic(using=self.using):
+            mark = self._locked_mark(endpoint_id)
+            if sequence <= mark.last_contiguous:
+                return
+            if sequence > mark.last_contiguous + 1:
+                SeenSequence.objects.using(self.using).bulk_create(
+                    [SeenSequence(endpoint_id=endpoint_id, sequence=sequence)],
+                    ignore_conflicts=True,
+                )
+                return
+            self._advance(mark, sequence)
+
+    def sequence_state(self, endpoint_id: str) -> tuple[int, list[int]]:
+        endpoint_id = _db_key(endpoint_id)
+        # The lock makes the two reads one moment: no see() moves the mark in between.
+        with transaction.atomic(using=self.using):
+            mark = (
+                SequenceMark.objects.using(self.using)
+                .select_for_update()
+                .filter(endpoint_id=endpoint_id)
+                .values_list("last_contiguous", flat=True)
+                .first()
+            )
+            if mark is None:
+                return 0, []
+            seen = SeenSequence.objects.using(self.using).filter(
+                endpoint_id=endpoint_id, sequence__gt=mark
+            )
+            return mark, list(seen.order_by("sequence").values_list("sequence", flat=True))
+
+    def sequence_reset(self, endpoint_id: str, to: int) -> None:
+        endpoint_id = _db_key(endpoint_id)
+        with transaction.atomic(using=self.using):
+            self._advance(self._locked_mark(endpoint_id), to)
+
+    def _locked_mark(self, endpoint_id: str) -> SequenceMark:
+        marks = SequenceMark.objects.using(self.using)
+        mark = marks.select_for_update().filter(endpoint_id=endpoint_id).first()
+        if mark is None:
+            # Of concurrent first calls one INSERT wins; the others wait on its lock.
+            marks.bulk_create([SequenceMark(endpoint_id=endpoint_id)], ignore_conflicts=True)
+            mark = marks.select_for_update().get(endpoint_id=endpoint_id)
+        return mark
+
+    def _advance(self, mark: SequenceMark, to: int) -> None:
+        """Move the locked *mark* to *to*, then over the stored sequences that follow."""
+        seen = SeenSequence.objects.using(self.using).filter(endpoint_id=mark.endpoint_id)
+        following = (
+            seen.filter(sequence__gt=to).order_by("sequence").values_list("sequence", flat=True)
+        )
+        # Stops at the first hole, so it reads at most one chunk past it.
+        for sequence in following.iterator(chunk_size=1000):
+            if sequence != to + 1:
+                break
+            to = sequence
+        seen.filter(sequence__lte=to).delete()
+        mark.last_contiguous = to
+        mark.save(update_fields=["last_contiguous"])

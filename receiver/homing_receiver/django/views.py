@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from homing_receiver.dedup import Deduplicator
 from homing_receiver.errors import DuplicateInProgress, WebhookVerificationError
+from homing_receiver.sequences import SequenceTracker, sequence_from_headers
 from homing_receiver.verify import ID_HEADER, Webhook
 
 logger = logging.getLogger("homing_receiver")
@@ -26,6 +27,7 @@ def webhook_view(
     secret: str | bytes | Webhook,
     deduplicator: Deduplicator | None = None,
     tolerance: int = 300,
+    tracker: SequenceTracker | None = None,
 ) -> Callable[[WebhookHandlerView], Callable[..., HttpResponse]]:
     """Decorate ``view(request, event, *args, **kwargs)``; answers the sender as follows.
 
@@ -36,7 +38,8 @@ def webhook_view(
     * otherwise -> the view's response
 
     The event id is the ``webhook-id`` header. Without a deduplicator every verified
-    request reaches the view.
+    request reaches the view. With a *tracker*, a 2xx answer (the view's, or the 200 to
+    an already processed duplicate) records the request's ``homing-sequence``.
     """
     webhook = secret if isinstance(secret, Webhook) else Webhook(secret, tolerance)
 
@@ -50,6 +53,8 @@ def webhook_view(
                 return JsonResponse({"message": str(exc)}, status=400)
 
             event_id = request.headers[ID_HEADER]
+            # Read before the view runs, so a malformed value is logged even if it fails.
+            sequence = sequence_from_headers(request.headers) if tracker is not None else None
             responses: list[HttpResponse] = []
 
             def handler() -> None:
@@ -60,8 +65,10 @@ def webhook_view(
                     handler()
                 elif not deduplicator.process(event_id, handler):
                     logger.info("Skipped duplicate webhook %s: already processed", event_id)
-                    return JsonResponse(
-                        {"message": f"Duplicate of already processed event {event_id}"}
+                    responses.append(
+                        JsonResponse(
+                            {"message": f"Duplicate of already processed event {event_id}"}
+                        )
                     )
             except DuplicateInProgress as exc:
                 logger.info(
@@ -75,11 +82,31 @@ def webhook_view(
                 logger.exception("Webhook %s: view raised", event_id)
                 _roll_back_atomic_requests()
                 return JsonResponse({"message": "Webhook handler failed"}, status=500)
+            if (
+                tracker is not None
+                and sequence is not None
+                and 200 <= responses[0].status_code < 300
+            ):
+                _record_sequence(tracker, sequence, event_id)
             return responses[0]
 
         return csrf_exempt(require_POST(wrapper))
 
     return decorator
+
+
+def _record_sequence(tracker: SequenceTracker, sequence: int, event_id: str) -> None:
+    # The view's work is done and answered for; failing the request now would make the
+    # sender run it again. An unrecorded sequence only means catch_up fetches it again
+    # (and a deduplicator skips it).
+    try:
+        tracker.see(sequence)
+    except Exception:
+        logger.exception(
+            "Webhook %s: could not record sequence %s; catch_up will fetch it again",
+            event_id,
+            sequence,
+        )
 
 
 def _roll_back_atomic_requests() -> None:
