@@ -6,7 +6,7 @@ from pathlib import Path
 
 import environ
 
-from config.env import duration, env, number, read_dotenv, schedule
+from config.env import duration, embedded_secret_key, env, number, read_dotenv, schedule
 from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -14,12 +14,19 @@ VAR_DIR = BASE_DIR / "var"
 
 read_dotenv(BASE_DIR)
 
-DEBUG = env.bool("DEBUG", default=False)
+# No DATABASE_URL means the embedded set-up (SQLite and the file broker under var/), a
+# developer's machine: DEBUG defaults on and a secret key is made once in var/, so every
+# manage.py command works in any shell as `make run` prints it. A DATABASE_URL means
+# production: DEBUG defaults off and a missing SECRET_KEY stops start-up.
+EMBEDDED = not env.str("DATABASE_URL", default="")
+DEBUG = env.bool("DEBUG", default=EMBEDDED)
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise environ.ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "homing-insecure-development-key"
+    if not EMBEDDED:
+        raise environ.ImproperlyConfigured(
+            "SECRET_KEY must be set when DATABASE_URL is set (a production database)"
+        )
+    SECRET_KEY = embedded_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
 
 INSTALLED_APPS = [

@@ -39,3 +39,35 @@ def test_a_bad_setting_refuses_start_up_naming_the_variable(name, value):
 def test_good_settings_start():
     started = start_django(HOMING_RETRY_SCHEDULE="1s,2m", HOMING_ENCRYPTION_KEY="a,b")
     assert started.returncode == 0, started.stderr
+
+
+def settings_of(env: dict[str, str], *names: str) -> subprocess.CompletedProcess[str]:
+    """Start Django with exactly `env` (no inherited DEBUG/SECRET_KEY) and print settings."""
+    code = "import django; django.setup(); from django.conf import settings; " + "; ".join(
+        f"print(repr(settings.{name}))" for name in names
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("debug", [None, "true", "false"])
+def test_a_production_database_without_secret_key_refuses_start_up(debug):
+    env = {"DATABASE_URL": os.environ["DATABASE_URL"]}
+    if debug is not None:
+        env["DEBUG"] = debug
+    started = settings_of(env, "SECRET_KEY")
+    assert started.returncode != 0
+    assert "SECRET_KEY must be set" in started.stderr
+
+
+def test_a_production_database_defaults_to_debug_off():
+    env = {"DATABASE_URL": os.environ["DATABASE_URL"], "SECRET_KEY": "k" * 50}
+    started = settings_of(env, "DEBUG", "HOMING_ALLOW_PRIVATE_NETWORKS")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["False", "False"]
