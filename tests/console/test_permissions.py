@@ -73,7 +73,10 @@ def actions(scene: Scene) -> list[Action]:
             "activate", ep, f"/endpoints/{inactive}/", at_inactive, at_inactive,
             {"action": "activate"},
         ),
-        Action("rotate secret", ep, f"/endpoints/{active}/", at_active, at_active, {"action": "rotate"}),
+        Action(
+            "rotate secret", ep, f"/endpoints/{active}/", at_active, at_active,
+            {"action": "rotate"},
+        ),
         Action("test event", ep, f"/endpoints/{active}/", at_active, at_active, {"action": "test"}),
     ]  # fmt: skip
 
