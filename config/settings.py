@@ -28,6 +28,8 @@ if not SECRET_KEY:
         )
     SECRET_KEY = embedded_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
+# Behind a TLS-terminating proxy (docs/deploy.md): trust its X-Forwarded-Proto/-Host/-For.
+HOMING_TRUST_PROXY = env.bool("HOMING_TRUST_PROXY", default=False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
