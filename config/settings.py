@@ -29,7 +29,29 @@ if not SECRET_KEY:
     SECRET_KEY = embedded_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
 # Behind a TLS-terminating proxy (docs/deploy.md): trust its X-Forwarded-Proto/-Host/-For.
+# Without this, Django sees plain http behind an https proxy and refuses every form's
+# POST (login included) on the origin check. Only for a web process that nothing but the
+# proxy can reach: the headers are believed as sent.
 HOMING_TRUST_PROXY = env.bool("HOMING_TRUST_PROXY", default=False)
+if HOMING_TRUST_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # A year, the usual value for a site that is https only. No includeSubDomains: other
+    # names under the same domain are not ours to pin. Sent on https answers only.
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+# No script reads either cookie (forms carry the CSRF token), so both stay out of its reach.
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True
+# Origins (scheme://host[:port]) allowed to post forms besides the request's own host, e.g.
+# when the proxy's public name differs from the Host it forwards.
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+for origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in origin:
+        raise environ.ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS: {origin!r} needs its scheme (https://{origin})"
+        )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -28,6 +28,7 @@ def start_django(**env: str) -> subprocess.CompletedProcess[str]:
         ("HOMING_RETRY_SCHEDULE", ""),
         ("HOMING_SECRET_ROTATION_GRACE", "soon"),
         ("HOMING_MAX_ENDPOINTS_PER_TENANT", "0"),
+        ("CSRF_TRUSTED_ORIGINS", "https://ok.example.com,homing.example.com"),
     ],
 )
 def test_a_bad_setting_refuses_start_up_naming_the_variable(name, value):
@@ -71,3 +72,16 @@ def test_a_production_database_defaults_to_debug_off():
     started = settings_of(env, "DEBUG", "HOMING_ALLOW_PRIVATE_NETWORKS")
     assert started.returncode == 0, started.stderr
     assert started.stdout.split() == ["False", "False"]
+
+
+def test_csrf_trusted_origins_come_from_the_environment():
+    env = {
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "SECRET_KEY": "k" * 50,
+        "CSRF_TRUSTED_ORIGINS": "https://homing.example.com,https://ops.example.com:8443",
+    }
+    started = settings_of(env, "CSRF_TRUSTED_ORIGINS")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == repr(
+        ["https://homing.example.com", "https://ops.example.com:8443"]
+    )
