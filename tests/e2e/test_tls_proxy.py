@@ -26,7 +26,6 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from urllib3.exceptions import InsecureRequestWarning
 
-from dlq.models import DeadLetter
 from tests.processes import ROOT, Process, wait_until
 
 from ..dlq.test_replay import dead_letter_for, make_endpoint
@@ -53,9 +52,11 @@ def documented_nginx_block() -> str:
 def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-        + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
         check=True,
         capture_output=True,
     )
@@ -143,8 +144,10 @@ def proxied(transactional_db, tmp_path, request) -> Iterator:
         port = free_port()
         web = Process(
             "web",
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"]
-            + ["--worker-class", "config.gunicorn.BalancedThreadWorker", "--threads", "2"],
+            [
+                *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
+                *("--worker-class", "config.gunicorn.BalancedThreadWorker", "--threads", "2"),
+            ],
             tmp_path,
             DEBUG="false",
             ALLOWED_HOSTS="127.0.0.1,homing.example.com",
