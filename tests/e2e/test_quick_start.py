@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def fresh_clone(target: Path) -> None:
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             (target / name).write_bytes(source.read_bytes())
-    (target / ".venv").symlink_to(ROOT / ".venv")
+    (target / ".venv").symlink_to(sys.prefix)  # the virtualenv running these tests
 
 
 def new_terminal(home: Path) -> dict[str, str]:
