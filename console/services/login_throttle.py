@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 
 import redis
@@ -79,7 +80,8 @@ def _count(key: str) -> None:
 def _wait(key: str) -> int:
     if not settings.REDIS_URL:
         failures, ends_at = cache.get(key) or (0, 0.0)
-        return max(1, int(ends_at - time.time()) + 1) if failures >= MAX_FAILURES else 0
+        remaining = ends_at - time.time()
+        return math.ceil(remaining) if failures >= MAX_FAILURES and remaining > 0 else 0
     try:
         pipe = redis_client().pipeline(transaction=True)
         pipe.get(key)
