@@ -6,6 +6,8 @@ rather than failing later in a worker with a message nobody connects to it.
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 
 import environ
@@ -48,3 +50,30 @@ def number(name: str, default: float, *, minimum: float, maximum: float) -> floa
             f"{name}: {value} is not between {minimum} and {maximum}"
         )
     return value
+
+
+def embedded_secret_key(var_dir: Path) -> str:
+    """The embedded set-up's SECRET_KEY: made once per checkout, kept in var/ beside the
+    SQLite file whose endpoint secrets it encrypts (removing var/ removes both).
+
+    Random rather than a fixed development value: a key printed in the source would let
+    anyone forge sessions or decrypt the endpoint secrets of a forgotten dev instance.
+    Every process reads the same file; the first to start writes it, atomically.
+    """
+    path = var_dir / "secret_key"
+    if not path.exists():
+        var_dir.mkdir(parents=True, exist_ok=True)
+        draft = var_dir / f"secret_key.{os.getpid()}.tmp"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)  # fails if another process wrote it first: theirs wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    key = path.read_text().strip()
+    if not key:
+        raise environ.ImproperlyConfigured(f"{path} is empty: delete it or set SECRET_KEY")
+    return key

@@ -1,7 +1,9 @@
 """`make run`: migrate, then run every Procfile process (web, worker, scheduler).
 
 With no DATABASE_URL/REDIS_URL it runs on the embedded defaults: a SQLite file and a
-file-based Celery broker under var/, with DEBUG on. Ctrl-C stops every process.
+file-based Celery broker under var/, with DEBUG on and a secret key generated into
+var/secret_key (config/settings.py decides this for every process). Ctrl-C stops every
+process.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ def main() -> int:
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    # config/settings.py makes the same decision, so that a manage.py command typed in
+    # another shell gets the same DEBUG and secret key as these processes.
     embedded = not env.get("DATABASE_URL")
-    if embedded:
-        env.setdefault("DEBUG", "true")  # local development: dev secret key, loopback allowed
     env["PORT"] = str(args.port)
 
     print("==> applying database migrations", flush=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import environ
 
-from config.env import duration, env, number, read_dotenv, schedule
+from config.env import duration, embedded_secret_key, env, number, read_dotenv, schedule
 from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -14,13 +14,44 @@ VAR_DIR = BASE_DIR / "var"
 
 read_dotenv(BASE_DIR)
 
-DEBUG = env.bool("DEBUG", default=False)
+# No DATABASE_URL means the embedded set-up (SQLite and the file broker under var/), a
+# developer's machine: DEBUG defaults on and a secret key is made once in var/, so every
+# manage.py command works in any shell as `make run` prints it. A DATABASE_URL means
+# production: DEBUG defaults off and a missing SECRET_KEY stops start-up.
+EMBEDDED = not env.str("DATABASE_URL", default="")
+DEBUG = env.bool("DEBUG", default=EMBEDDED)
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise environ.ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "homing-insecure-development-key"
+    if not EMBEDDED:
+        raise environ.ImproperlyConfigured(
+            "SECRET_KEY must be set when DATABASE_URL is set (a production database)"
+        )
+    SECRET_KEY = embedded_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
+# Behind a TLS-terminating proxy (docs/deploy.md): trust its X-Forwarded-Proto/-Host/-For.
+# Without this, Django sees plain http behind an https proxy and refuses every form's
+# POST (login included) on the origin check. Only for a web process that nothing but the
+# proxy can reach: the headers are believed as sent.
+HOMING_TRUST_PROXY = env.bool("HOMING_TRUST_PROXY", default=False)
+if HOMING_TRUST_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # A year, the usual value for a site that is https only. No includeSubDomains: other
+    # names under the same domain are not ours to pin. Sent on https answers only.
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+# No script reads either cookie (forms carry the CSRF token), so both stay out of its reach.
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True
+# Origins (scheme://host[:port]) allowed to post forms besides the request's own host, e.g.
+# when the proxy's public name differs from the Host it forwards.
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+for origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in origin:
+        raise environ.ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS: {origin!r} needs its scheme (https://{origin})"
+        )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from api.errors import api_not_found
 from config.health import healthz
 from config.metrics import metrics
+from console.login import throttled_login
 
 api_v1 = [
     path("", include("webhooks.api.urls")),
@@ -21,6 +22,7 @@ urlpatterns = [
     re_path(r"^api/", api_not_found),  # unknown API routes answer JSON, never HTML
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("admin/login/", throttled_login(admin.site.login)),  # the console's login throttle
     path("admin/", admin.site.urls),
     path("", include("console.urls")),  # the staff console
 ]

@@ -1,4 +1,5 @@
-"""Who may see the console: staff only, and the headers every console page carries."""
+"""Who may see and do what in the console: staff only see it, a Django permission per
+action (superusers have all), and the headers every console page carries."""
 
 from __future__ import annotations
 
@@ -34,6 +35,31 @@ def staff_required(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return guarded
+
+
+# The permission each console action needs (CONTRACT section 7). Templates ask the same
+# question through `perms`, so a control shows exactly when its POST would be allowed.
+REPLAY_OR_DISCARD = "dlq.change_deadletter"
+RETRY_DELIVERY = "deliveries.change_delivery"
+CHANGE_ENDPOINT = "webhooks.change_endpoint"
+
+
+def permission_required(permission: str) -> Callable[[View], View]:
+    """A staff user without `permission` gets a 403 page; the view (and its change) never runs.
+
+    Apply under `staff_required`, which answers anonymous and non-staff visitors first.
+    """
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(permission):
+                return render(request, "403.html", {"missing_permission": permission}, status=403)
+            return view(request, *args, **kwargs)
+
+        return guarded
+
+    return decorate
 
 
 def security_headers(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:

@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = "Staff console"
+
+    def ready(self) -> None:
+        from console.login import connect_signals
+
+        connect_signals()  # failed sign-ins are counted wherever authenticate() runs

@@ -4,16 +4,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console import views
+from console.login import console_login
 
 app_name = "console"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="registration/login.html"),
-        name="login",
-    ),
+    path("login/", console_login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
     path("dead-letters/", views.dead_letters, name="dead-letters"),
     path("dead-letters/selected", views.dead_letters_selected, name="dead-letters-selected"),

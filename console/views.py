@@ -11,7 +11,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from console import selectors
-from console.access import staff_required
+from console.access import (
+    CHANGE_ENDPOINT,
+    REPLAY_OR_DISCARD,
+    RETRY_DELIVERY,
+    permission_required,
+    staff_required,
+)
 from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
 from core.exceptions import HomingError
@@ -80,6 +86,7 @@ def _letter(pk: str) -> DeadLetter:
 
 @require_POST
 @staff_required
+@permission_required(REPLAY_OR_DISCARD)
 def dead_letter_replay_view(request: HttpRequest, pk: str) -> HttpResponse:
     letter = _letter(pk)
     try:
@@ -92,6 +99,7 @@ def dead_letter_replay_view(request: HttpRequest, pk: str) -> HttpResponse:
 
 @require_POST
 @staff_required
+@permission_required(REPLAY_OR_DISCARD)
 def dead_letter_discard_view(request: HttpRequest, pk: str) -> HttpResponse:
     letter = _letter(pk)
     try:
@@ -104,6 +112,7 @@ def dead_letter_discard_view(request: HttpRequest, pk: str) -> HttpResponse:
 
 @require_POST
 @staff_required
+@permission_required(REPLAY_OR_DISCARD)
 def dead_letters_selected(request: HttpRequest) -> HttpResponse:
     form = SelectionForm(request.POST)
     if not form.is_valid():
@@ -131,6 +140,7 @@ def dead_letters_selected(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @staff_required
+@permission_required(REPLAY_OR_DISCARD)
 def dead_letters_replay_all(request: HttpRequest) -> HttpResponse:
     form = ReplayAllForm(request.POST, tenants=selectors.tenant_choices())
     back = reverse("console:dead-letters")
@@ -190,6 +200,7 @@ def delivery(request: HttpRequest, pk: str) -> HttpResponse:
 
 @require_POST
 @staff_required
+@permission_required(RETRY_DELIVERY)
 def delivery_retry(request: HttpRequest, pk: str) -> HttpResponse:
     found = Delivery.objects.select_related("endpoint").filter(pk=pk).first()
     if found is None:
@@ -221,6 +232,7 @@ def endpoint(request: HttpRequest, pk: str) -> HttpResponse:
 
 @require_POST
 @staff_required
+@permission_required(CHANGE_ENDPOINT)
 def endpoint_action(request: HttpRequest, pk: str) -> HttpResponse:
     found = Endpoint.objects.filter(pk=pk).first()
     if found is None:

@@ -28,6 +28,7 @@ def start_django(**env: str) -> subprocess.CompletedProcess[str]:
         ("HOMING_RETRY_SCHEDULE", ""),
         ("HOMING_SECRET_ROTATION_GRACE", "soon"),
         ("HOMING_MAX_ENDPOINTS_PER_TENANT", "0"),
+        ("CSRF_TRUSTED_ORIGINS", "https://ok.example.com,homing.example.com"),
     ],
 )
 def test_a_bad_setting_refuses_start_up_naming_the_variable(name, value):
@@ -39,3 +40,48 @@ def test_a_bad_setting_refuses_start_up_naming_the_variable(name, value):
 def test_good_settings_start():
     started = start_django(HOMING_RETRY_SCHEDULE="1s,2m", HOMING_ENCRYPTION_KEY="a,b")
     assert started.returncode == 0, started.stderr
+
+
+def settings_of(env: dict[str, str], *names: str) -> subprocess.CompletedProcess[str]:
+    """Start Django with exactly `env` (no inherited DEBUG/SECRET_KEY) and print settings."""
+    code = "import django; django.setup(); from django.conf import settings; " + "; ".join(
+        f"print(repr(settings.{name}))" for name in names
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("debug", [None, "true", "false"])
+def test_a_production_database_without_secret_key_refuses_start_up(debug):
+    env = {"DATABASE_URL": os.environ["DATABASE_URL"]}
+    if debug is not None:
+        env["DEBUG"] = debug
+    started = settings_of(env, "SECRET_KEY")
+    assert started.returncode != 0
+    assert "SECRET_KEY must be set" in started.stderr
+
+
+def test_a_production_database_defaults_to_debug_off():
+    env = {"DATABASE_URL": os.environ["DATABASE_URL"], "SECRET_KEY": "k" * 50}
+    started = settings_of(env, "DEBUG", "HOMING_ALLOW_PRIVATE_NETWORKS")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["False", "False"]
+
+
+def test_csrf_trusted_origins_come_from_the_environment():
+    env = {
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "SECRET_KEY": "k" * 50,
+        "CSRF_TRUSTED_ORIGINS": "https://homing.example.com,https://ops.example.com:8443",
+    }
+    started = settings_of(env, "CSRF_TRUSTED_ORIGINS")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == repr(
+        ["https://homing.example.com", "https://ops.example.com:8443"]
+    )

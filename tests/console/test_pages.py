@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from deliveries.models import Attempt, AttemptMinute, Delivery
@@ -13,17 +13,29 @@ from webhooks.models import Endpoint
 from ..dlq.test_replay import dead_letter_for, make_endpoint, run_replay_jobs
 
 
+def operator(username: str) -> User:
+    """A staff user with every console action's permission (tests/console/test_permissions
+    covers staff without them)."""
+    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["change_deadletter", "change_delivery", "change_endpoint"]
+        )
+    )
+    return user
+
+
 @pytest.fixture
 def staff(db) -> Client:
     client = Client()
-    client.force_login(User.objects.create_user("olivia", "o@example.com", "pw", is_staff=True))
+    client.force_login(operator("olivia"))
     return client
 
 
 @pytest.fixture
 def csrf_staff(db) -> Client:
     client = Client(enforce_csrf_checks=True)
-    client.force_login(User.objects.create_user("carl", "c@example.com", "pw", is_staff=True))
+    client.force_login(operator("carl"))
     return client
 
 

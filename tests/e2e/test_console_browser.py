@@ -86,7 +86,8 @@ def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     letter = DeadLetter.objects.get(event_id=event["id"])
     # Some history for the dashboard's chart and lists.
     call_command("seed_demo", "--dead-letters", "150", "--attempts", "4000", stdout=io.StringIO())
-    User.objects.create_user("olivia", "olivia@example.com", "s3cret-pass", is_staff=True)
+    # Replays need dlq.change_deadletter: a superuser has every permission.
+    User.objects.create_superuser("olivia", "olivia@example.com", "s3cret-pass")
     User.objects.create_user("nico", "nico@example.com", "s3cret-pass")
 
     page = log_in(browser, live_server.url, "olivia", "s3cret-pass")
