@@ -242,6 +242,9 @@ HOMING_CIRCUIT_FAILURES = int(
 )
 HOMING_CIRCUIT_PROBE_INTERVAL = duration("HOMING_CIRCUIT_PROBE_INTERVAL", default="30s")
 HOMING_DEACTIVATE_AFTER = duration("HOMING_DEACTIVATE_AFTER", default="5d")
+# How long the first delivery of an ordering key may fail while the later ones wait:
+# then it dies, and the key moves on (CONTRACT section 4).
+HOMING_ORDERING_MAX_BLOCK = duration("HOMING_ORDERING_MAX_BLOCK", default="1h")
 # Attempts in flight to one endpoint across every worker (Redis; in-process without it).
 HOMING_ENDPOINT_CONCURRENCY = int(
     number("HOMING_ENDPOINT_CONCURRENCY", default=50, minimum=1, maximum=100_000)

@@ -25,6 +25,15 @@ def parse_duration(text: str) -> float:
     return float(match["number"]) * _UNITS[unit]
 
 
+def duration_text(seconds: float) -> str:
+    """The shortest way `parse_duration` reads back: 3600 → `1h`, 90 → `90s`, 1.5 → `1500ms`."""
+    for unit in ("d", "h", "m", "s", "ms"):
+        count = seconds / _UNITS[unit]
+        if count >= 1 and count == int(count):
+            return f"{int(count)}{unit}"
+    return f"{seconds:g}s"
+
+
 def parse_schedule(text: str) -> tuple[float, ...]:
     """`1s,5s,30s,5m` → (1.0, 5.0, 30.0, 300.0); ValueError naming the bad item."""
     if not text or not text.strip():

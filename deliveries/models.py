@@ -11,11 +11,19 @@ from webhooks.models import Endpoint, Event, Tenant
 PENDING_IN_TIME_ORDER = Q(status="pending", attempt_count__gte=0)
 
 
+def public_status(status: str) -> str:
+    """The status the API shows: a held delivery is pending (with `blocked_by`)."""
+    return "pending" if status == "held" else status
+
+
 class Delivery(models.Model):
     """One event on its way to one endpoint; the database is its queue."""
 
     class Status(models.TextChoices):
         PENDING = "pending"  # waiting for next_attempt_at
+        # Waiting for `blocked_by`, the earlier delivery of its ordering key, to finish:
+        # outside every due index, spending nothing. The API shows it as pending.
+        HELD = "held"
         DELIVERING = "delivering"  # claimed by a worker until lease_expires_at
         SUCCEEDED = "succeeded"
         DEAD = "dead"  # in the dead-letter queue
@@ -35,6 +43,13 @@ class Delivery(models.Model):
     # 1, 2, 3, … per endpoint in commit order, without gaps (services/sequences.py); the
     # `homing-sequence` header and the catch-up feed's keyset.
     sequence = models.BigIntegerField()
+    # Its event's ordering key while the delivery is in its key's line at this endpoint
+    # (services/ordering.py); cleared when a replay or retry takes it out of the line.
+    ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null: no key)
+    # The delivery this held one waits for (null: none).
+    blocked_by = models.CharField(max_length=40, null=True, blank=True)  # noqa: DJ001
+    # When it became the first of its key's line: HOMING_ORDERING_MAX_BLOCK counts from it.
+    head_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -65,6 +80,18 @@ class Delivery(models.Model):
                 name="delivery_lease",
                 condition=Q(status="delivering"),
             ),
+            # Ordering: the last unfinished delivery of a key at an endpoint (the one a new
+            # delivery of the key waits for), and the delivery waiting for a finished one.
+            models.Index(
+                fields=["endpoint", "ordering_key", "-sequence"],
+                name="delivery_ordering_line",
+                condition=Q(
+                    ordering_key__isnull=False, status__in=["pending", "held", "delivering"]
+                ),
+            ),
+            models.Index(
+                fields=["blocked_by"], name="delivery_blocked_by", condition=Q(status="held")
+            ),
             # GET /deliveries newest first, optionally ?status=.
             models.Index(fields=["tenant", "-created_at"], name="delivery_tenant_created"),
             models.Index(fields=["tenant", "status", "-created_at"], name="delivery_tenant_status"),
@@ -81,6 +108,10 @@ class Delivery(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="delivering") | Q(lease_expires_at__isnull=False),
                 name="delivery_delivering_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="held") | Q(blocked_by__isnull=False),
+                name="delivery_held_is_blocked",
             ),
         ]
 

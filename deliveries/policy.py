@@ -21,6 +21,7 @@ class Policy:
     schedule: tuple[float, ...]
     jitter: float
     timeout: float
+    ordering_max_block: float = 3600.0  # seconds (HOMING_ORDERING_MAX_BLOCK)
 
     @property
     def lease_seconds(self) -> float:
@@ -40,8 +41,8 @@ _rng = random.Random()
 
 
 @functools.cache
-def _policy(schedule: str, jitter: float, timeout: float) -> Policy:
-    return Policy(parse_schedule(schedule), jitter, timeout)
+def _policy(schedule: str, jitter: float, timeout: float, ordering_max_block: float) -> Policy:
+    return Policy(parse_schedule(schedule), jitter, timeout, ordering_max_block)
 
 
 def current_policy() -> Policy:
@@ -50,4 +51,5 @@ def current_policy() -> Policy:
         settings.HOMING_RETRY_SCHEDULE,
         settings.HOMING_RETRY_JITTER,
         settings.HOMING_DELIVERY_TIMEOUT,
+        settings.HOMING_ORDERING_MAX_BLOCK,
     )

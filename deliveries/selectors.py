@@ -10,7 +10,7 @@ from django.db.models import F, Func, IntegerField, TextField
 from django.db.models.functions import Cast, Length
 
 from core.exceptions import HomingError
-from deliveries.models import Delivery, SequenceCounter
+from deliveries.models import Delivery, SequenceCounter, public_status
 from webhooks.models import Endpoint
 
 FEED_DEFAULT_LIMIT = 100
@@ -80,6 +80,7 @@ def endpoint_messages(*, endpoint: Endpoint, after: int, limit: int) -> FeedPage
             "event__type",
             "event__created_at",
             "event__data",
+            "event__ordering_key",
             "id",
             "status",
         )
@@ -90,12 +91,14 @@ def endpoint_messages(*, endpoint: Endpoint, after: int, limit: int) -> FeedPage
             "event_id": event_id,
             "type": event_type,
             "created_at": created_at,
-            "ordering_key": None,  # events have no ordering key yet
+            "ordering_key": ordering_key,
             "data": data,
             "delivery_id": delivery_id,
-            "status": status,
+            "status": public_status(status),
         }
-        for sequence, event_id, event_type, created_at, data, delivery_id, status in rows
+        for sequence, event_id, event_type, created_at, data, ordering_key, delivery_id, status in (
+            rows
+        )
     ]
     return FeedPage(
         messages=messages,

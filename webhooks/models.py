@@ -114,6 +114,8 @@ class Event(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=255)
     data = models.JSONField()
+    # Deliveries of events with one key go to each endpoint one at a time, in order.
+    ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null: no key)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, public_status
 from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 
 
@@ -24,6 +24,7 @@ class AttemptSerializer(serializers.ModelSerializer):
 class DeliverySerializer(serializers.ModelSerializer):
     event_id = serializers.CharField(read_only=True)
     endpoint_id = serializers.CharField(read_only=True)
+    status = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     last_error = BlankAsNullField(read_only=True, allow_null=True)
 
@@ -37,9 +38,13 @@ class DeliverySerializer(serializers.ModelSerializer):
             "status",
             "attempt_count",
             "next_attempt_at",
+            "blocked_by",
             "last_error",
             "attempts",
         ]
+
+    def get_status(self, delivery: Delivery) -> str:
+        return public_status(delivery.status)
 
 
 class FeedQuerySerializer(serializers.Serializer):

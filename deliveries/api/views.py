@@ -29,6 +29,9 @@ class DeliveryList(TenantScoped, generics.ListAPIView):
         deliveries = super().get_queryset().prefetch_related("attempts")
         for param, field in FILTERS.items():
             if value := self.request.query_params.get(param):
+                if param == "status" and value == Delivery.Status.PENDING:
+                    # Held deliveries are pending to the API (waiting, with `blocked_by`).
+                    field, value = "status__in", [value, Delivery.Status.HELD]
                 deliveries = deliveries.filter(**{field: value})
         return deliveries
 

@@ -64,6 +64,8 @@ class Claimed:
     sequence: int  # the `homing-sequence` header
     event: ClaimedEvent
     endpoint: Endpoint
+    ordering_key: str | None = None  # in its key's line (services/ordering.py)
+    head_since: datetime | None = None  # first of that line since
 
     @property
     def event_id(self) -> str:
@@ -272,7 +274,8 @@ def _claim(
         UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
             attempt_count = attempt_count + 1, updated_at = {now}
         WHERE id IN (SELECT id FROM picked){recheck}
-        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence
+        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
+            ordering_key, head_since
     """
     params = [*picked_params(stamps), *lease, *stamps, *(stamps if recheck else [])]
     with transaction.atomic(), connection.cursor() as cursor:
@@ -291,7 +294,8 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
     }
     endpoints = Endpoint.objects.in_bulk({row[3] for row in rows})
     claimed = []
-    for delivery_id, tenant_id, event_id, endpoint_id, attempt_count, offset, sequence in rows:
+    for row in rows:
+        delivery_id, tenant_id, event_id, endpoint_id, attempt_count, offset, sequence = row[:7]
         # An endpoint deleted since the claim took its deliveries with it (cascade).
         if endpoint_id not in endpoints or event_id not in events:
             continue
@@ -304,6 +308,8 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
                 sequence=sequence,
                 event=events[event_id],
                 endpoint=endpoints[endpoint_id],
+                ordering_key=row[7],
+                head_since=row[8],
             )
         )
     return claimed

@@ -9,6 +9,7 @@ from core.clock import database_now
 from core.ids import new_id
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
+from deliveries.services.ordering import deliveries_line_up
 from deliveries.services.sequences import counters_upsert_sql, sequences_numbered, sequences_take
 from webhooks.models import Endpoint, Event
 
@@ -61,8 +62,11 @@ def deliveries_create_for_events(
     numbers = sequences_take([delivery.endpoint_id for delivery in every])
     for delivery, number in zip(every, numbers, strict=True):
         delivery.sequence = number
+    deliveries_line_up(every, [delivery.event.ordering_key for delivery in every])
     Delivery.objects.bulk_create(every)
-    publish_deliveries_on_commit([delivery.id for delivery in every])
+    publish_deliveries_on_commit(
+        [delivery.id for delivery in every if delivery.status == Delivery.Status.PENDING]
+    )
     return per_event
 
 

@@ -19,12 +19,15 @@ from deliveries.services.health import (
     endpoint_disabled_event,
     operational_events_emit,
 )
+from deliveries.services.ordering import delivery_leave_line
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.models import Endpoint
 
 # Deliveries parked per transaction: a 50,000-deep backlog is parked in short
 # transactions holding a bounded number of rows, never all of it at once.
 PARK_BATCH = 1000
+# Parked: due ones and those waiting in their ordering key's line alike.
+WAITING = [Delivery.Status.PENDING, Delivery.Status.HELD]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +60,17 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
     with transaction.atomic():
         ids = list(
             Delivery.objects.select_for_update(skip_locked=True)
-            .filter(endpoint_id=endpoint_id, status=Delivery.Status.PENDING)
+            .filter(endpoint_id=endpoint_id, status__in=WAITING)
             .values_list("id", flat=True)[:PARK_BATCH]
         )
         if not ids:
             return 0
-        Delivery.objects.filter(pk__in=ids, status=Delivery.Status.PENDING).update(
-            status=Delivery.Status.DEAD, next_attempt_at=None, last_error=reason, updated_at=now
+        Delivery.objects.filter(pk__in=ids, status__in=WAITING).update(
+            status=Delivery.Status.DEAD,
+            next_attempt_at=None,
+            blocked_by=None,
+            last_error=reason,
+            updated_at=now,
         )
         rows = Delivery.objects.filter(pk__in=ids).values_list(
             "id", "tenant_id", "event_id", "event__type"
@@ -123,9 +130,11 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
         "next_attempt_at": now,
         "updated_at": now,
     }
-    if delivery.status != Delivery.Status.PENDING:
+    if delivery.status in (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD):
         fields["schedule_offset"] = delivery.attempt_count - len(current_policy().schedule)
     with transaction.atomic():
+        # Sent at once, it blocks its ordering key no more (a first of line stays first).
+        fields.update(delivery_leave_line(delivery=delivery))
         updated = (
             Delivery.objects.filter(
                 pk=delivery.pk, status=delivery.status, attempt_count=delivery.attempt_count

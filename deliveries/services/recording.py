@@ -41,11 +41,13 @@ from deliveries.services.health import (
     endpoints_ramp,
     operational_events_emit,
 )
+from deliveries.services.ordering import deliveries_release_next, max_block_verdict
 from deliveries.services.outcomes import NextState, next_state
 from dlq.services.dead_letters import dead_letters_create
 
 logger = logging.getLogger(__name__)
 
+FINISHED = (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD)
 TEXT_LIMIT = 500  # Attempt.error, Delivery.last_error, DeadLetter.reason
 STATUS_CODE_MAX = 32767  # PositiveSmallIntegerField
 DURATION_MAX = 2**31 - 1
@@ -60,6 +62,8 @@ class Held(Protocol):
     tenant_id: str
     attempt_count: int
     schedule_offset: int
+    ordering_key: str | None  # in its key's line (services/ordering.py)
+    head_since: datetime | None
 
     @property
     def event(self) -> ClaimedEvent: ...
@@ -144,6 +148,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
     states = [_state_for(o, now) for o in outcomes]
     recorded: list[Recorded | None] = []
     attempts, dead = [], []
+    finished_in_line: list[str] = []
     results: list[Result] = []
     with transaction.atomic():
         applied = _apply_states([o.delivery for o in outcomes], states, now, expired_only)
@@ -162,6 +167,10 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
             recorded.append(_recorded(outcome, state))
             if state.dead_reason:
                 dead.append((delivery, storable(state.dead_reason)))
+            if delivery.ordering_key is not None and state.fields["status"] in FINISHED:
+                finished_in_line.append(delivery.id)
+        # The next of each finished one's key goes now (ordering.py), in this transaction.
+        deliveries_release_next(finished=finished_in_line, now=now)
         Attempt.objects.bulk_create(attempts, ignore_conflicts=expired_only)
         if dead:
             dead_letters_create(
@@ -281,7 +290,32 @@ def _state_for(outcome: Outcome, now: datetime) -> NextState:
         )
     state = next_state(delivery=delivery, result=result, policy=outcome.policy, now=now)
     state.fields["last_error"] = storable(state.fields["last_error"])
+    if delivery.ordering_key is not None and state.fields["status"] == Delivery.Status.PENDING:
+        state = _within_max_block(delivery, state, now, outcome.policy)
     return state
+
+
+def _within_max_block(delivery: Held, state: NextState, now: datetime, policy: Policy) -> NextState:
+    """A failing first of its key's line is retried no later than its
+    HOMING_ORDERING_MAX_BLOCK, and dies once that has passed: the key moves on."""
+    due, reason = max_block_verdict(
+        head_since=delivery.head_since,
+        now=now,
+        due=state.fields["next_attempt_at"],
+        max_block=policy.ordering_max_block,
+    )
+    if reason is None:
+        return replace(state, fields={**state.fields, "next_attempt_at": due})
+    return NextState(
+        state.outcome,
+        {
+            "status": Delivery.Status.DEAD,
+            "next_attempt_at": None,
+            "lease_expires_at": None,
+            "last_error": reason,
+        },
+        dead_reason=reason,
+    )
 
 
 def _apply_states(

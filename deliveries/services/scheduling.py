@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db.models.functions import Now
 
@@ -85,17 +85,28 @@ def deliveries_recover_expired_leases() -> int:
             "event__created_at",
             "endpoint_id",
             "lease_expires_at",
+            "ordering_key",
+            "head_since",
         )[:SWEEP_LIMIT]
     )
     lost = SendResult.failed(ErrorKind.WORKER_LOST, WORKER_LOST)
     outcomes = [
         Outcome(
-            Lost(d_id, tenant, count, offset, ClaimedEvent(e_id, e_type, None, e_at), endpoint),
+            Lost(
+                d_id,
+                tenant,
+                count,
+                offset,
+                ClaimedEvent(e_id, e_type, None, e_at),
+                endpoint,
+                key,
+                since,
+            ),
             lost,
             lease - timedelta(seconds=policy.lease_seconds),
             policy,
         )
-        for d_id, tenant, count, offset, e_id, e_type, e_at, endpoint, lease in rows
+        for d_id, tenant, count, offset, e_id, e_type, e_at, endpoint, lease, key, since in rows
     ]
     if not outcomes:
         return 0
@@ -115,6 +126,8 @@ class Lost:
     schedule_offset: int
     event: ClaimedEvent
     endpoint_id: str
+    ordering_key: str | None = None
+    head_since: datetime | None = None
 
     @property
     def event_id(self) -> str:

@@ -61,6 +61,9 @@ def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
             schedule_offset=F("attempt_count"),
             last_error="",
             updated_at=now,
+            # Out of its ordering key's line: its death let the next one go already.
+            ordering_key=None,
+            head_since=None,
         )
         if updated:
             replayed[letter.delivery_id] = letter.pk

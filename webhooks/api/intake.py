@@ -25,6 +25,7 @@ from rest_framework.renderers import JSONRenderer
 
 from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
+from deliveries.models import public_status
 from webhooks.models import Tenant
 from webhooks.services.event_input import (
     EventInput,
@@ -203,13 +204,14 @@ def event_accepted(event: IngestedEvent) -> dict[str, Any]:
         "id": event.id,
         "type": event.type,
         "data": event.data,
+        "ordering_key": event.ordering_key,
         "created_at": _iso(event.created_at),
         "deliveries": [
             {
                 "id": delivery.id,
                 "endpoint_id": delivery.endpoint_id,
                 "sequence": delivery.sequence,
-                "status": delivery.status,
+                "status": public_status(delivery.status),
             }
             for delivery in event.deliveries
         ],

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
+from deliveries.models import public_status
 from webhooks.models import Endpoint, Event
 
 
@@ -82,7 +85,10 @@ class EventDeliverySerializer(serializers.Serializer):
     id = serializers.CharField()
     endpoint_id = serializers.CharField()
     sequence = serializers.IntegerField()
-    status = serializers.CharField()
+    status = serializers.SerializerMethodField()
+
+    def get_status(self, delivery: Any) -> str:
+        return public_status(delivery.status)
 
 
 class EventSerializer(serializers.ModelSerializer):
@@ -90,13 +96,13 @@ class EventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Event
-        fields = ["id", "type", "data", "created_at", "deliveries"]
+        fields = ["id", "type", "data", "ordering_key", "created_at", "deliveries"]
 
 
 class EventSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = Event
-        fields = ["id", "type", "data", "created_at"]
+        fields = ["id", "type", "data", "ordering_key", "created_at"]
 
 
 class EventBatchSerializer(serializers.Serializer):

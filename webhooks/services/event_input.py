@@ -24,12 +24,15 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300
 EVENT_TYPE = re.compile(r"[A-Za-z0-9_.:\-]{1,255}")
 RESERVED_TYPE_PREFIX = "homing."
+# Printable: no control characters (C0, DEL, C1), no lone surrogates; 1 to 255 of them.
+ORDERING_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,255}")
 
 
 @dataclass(frozen=True)
 class EventInput:
     type: str
     data: dict[str, Any]
+    ordering_key: str | None = None
 
 
 def json_body_parse(*, body: bytes) -> Any:
@@ -78,7 +81,15 @@ def event_input_validate(item: Any, *, field_prefix: str = "") -> EventInput:
     data = item["data"]
     if not isinstance(data, dict):
         raise InvalidInput(f"{field_prefix}data", "Must be a JSON object.")
-    return EventInput(type=event_type, data=data)
+    ordering_key = item.get("ordering_key")
+    if ordering_key is not None and not (
+        isinstance(ordering_key, str) and ORDERING_KEY.fullmatch(ordering_key)
+    ):
+        raise InvalidInput(
+            f"{field_prefix}ordering_key",
+            "Must be null or 1 to 255 printable characters (no control characters).",
+        )
+    return EventInput(type=event_type, data=data, ordering_key=ordering_key)
 
 
 class _Unstorable(ValueError):

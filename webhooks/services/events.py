@@ -57,11 +57,15 @@ class IngestedEvent:
     data: dict[str, Any]
     created_at: datetime
     deliveries: list[NewDelivery]
+    ordering_key: str | None = None
 
 
-def event_ingest(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> IngestedEvent:
+def event_ingest(
+    *, tenant: Tenant, event_type: str, data: dict[str, Any], ordering_key: str | None = None
+) -> IngestedEvent:
     """Record an event and one delivery per matching active endpoint."""
-    return events_ingest(tenant=tenant, inputs=[EventInput(type=event_type, data=data)])[0]
+    item = EventInput(type=event_type, data=data, ordering_key=ordering_key)
+    return events_ingest(tenant=tenant, inputs=[item])[0]
 
 
 def events_ingest(
@@ -72,7 +76,11 @@ def events_ingest(
     The events come back in the order of `inputs`. `exclude_endpoint_id`: an operational
     event is never delivered to the endpoint it is about.
     """
-    if connection.vendor == "postgresql":
+    # Events with an ordering key take the ORM path: their deliveries join their key's
+    # line, which must be read after the sequence counters are locked (ordering.py),
+    # so not in the one statement (whose snapshot is taken before it waits for them).
+    keyed = any(item.ordering_key is not None for item in inputs)
+    if connection.vendor == "postgresql" and not keyed:
         events = _ingest_in_one_statement(
             tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
         )
@@ -182,7 +190,10 @@ def _events_insert(
 def _ingest_with_the_orm(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
 ) -> list[IngestedEvent]:
-    events = [Event(tenant=tenant, type=item.type, data=item.data) for item in inputs]
+    events = [
+        Event(tenant=tenant, type=item.type, data=item.data, ordering_key=item.ordering_key)
+        for item in inputs
+    ]
     Event.objects.bulk_create(events)
     endpoints = list(
         Endpoint.objects.filter(tenant=tenant, is_active=True)
@@ -205,6 +216,7 @@ def _ingest_with_the_orm(
                 NewDelivery(d.id, event.id, d.endpoint_id, sequence=d.sequence, status=d.status)
                 for d in deliveries
             ],
+            event.ordering_key,
         )
         for event, deliveries in zip(events, per_event, strict=True)
     ]
