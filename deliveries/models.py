@@ -11,11 +11,6 @@ from webhooks.models import Endpoint, Event, Tenant
 PENDING_IN_TIME_ORDER = Q(status="pending", attempt_count__gte=0)
 
 
-def public_status(status: str) -> str:
-    """The status the API shows: a held delivery is pending (with `blocked_by`)."""
-    return "pending" if status == "held" else status
-
-
 class Delivery(models.Model):
     """One event on its way to one endpoint; the database is its queue."""
 

@@ -10,7 +10,8 @@ from django.db.models import F, Func, IntegerField, TextField
 from django.db.models.functions import Cast, Length
 
 from core.exceptions import HomingError
-from deliveries.models import Delivery, SequenceCounter, public_status
+from deliveries.models import Delivery, SequenceCounter
+from deliveries.statuses import public_status
 from webhooks.models import Endpoint
 
 FEED_DEFAULT_LIMIT = 100

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from deliveries.models import Attempt, Delivery, public_status
+from deliveries.models import Attempt, Delivery
 from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
+from deliveries.statuses import public_status
 
 
 class BlankAsNullField(serializers.CharField):

@@ -17,6 +17,7 @@ from webhooks.models import Endpoint, Event
 DELIVERY_COLUMNS = (
     "id", "tenant_id", "event_id", "endpoint_id", "status", "attempt_count", "schedule_offset",
     "next_attempt_at", "lease_expires_at", "last_error", "created_at", "updated_at", "sequence",
+    "ordering_key", "blocked_by", "head_since",
 )  # fmt: skip
 
 
@@ -92,7 +93,8 @@ def deliveries_numbered(
 def deliveries_insert_ctes(
     deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime
 ) -> tuple[str, list[Any]]:
-    """Two entries of a WITH list: `sequences`, which reserves the deliveries' numbers
+    """Two entries of a WITH list (for events without an ordering key): `sequences`,
+    which reserves the deliveries' numbers
     (endpoint_id, last: what `deliveries_numbered` needs), and `new_deliveries`, the
     INSERT of these deliveries of one tenant, due `now` — for ingestion to run in one
     statement with its events (it publishes them itself once they are committed).
@@ -111,7 +113,7 @@ def deliveries_insert_ctes(
         f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "
         "SELECT d.id, %s, d.event_id, d.endpoint_id, 'pending', 0, 0, %s, NULL, '', %s, %s, "
         "s.last - count(*) OVER (PARTITION BY d.endpoint_id) "
-        "+ row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.n) "
+        "+ row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.n), NULL, NULL, NULL "
         "FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
         "AS d(id, event_id, endpoint_id, n) JOIN sequences s USING (endpoint_id))"
     )

@@ -24,6 +24,7 @@ def test_deliveries_are_listed_newest_first_with_filters(alice):
         "event_id",
         "endpoint_id",
         "sequence",
+        "blocked_by",
         "status",
         "attempt_count",
         "next_attempt_at",

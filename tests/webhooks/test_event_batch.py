@@ -57,7 +57,18 @@ def test_single_and_batch_answers_have_the_same_shape(alice):
     make_endpoint(alice)
     single = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
     [from_batch] = post_batch(alice, batch("a.b")).json()["events"]
-    assert list(single) == list(from_batch) == ["id", "type", "data", "created_at", "deliveries"]
+    assert (
+        list(single)
+        == list(from_batch)
+        == [
+            "id",
+            "type",
+            "data",
+            "ordering_key",
+            "created_at",
+            "deliveries",
+        ]
+    )
     assert single["created_at"].endswith("Z") and from_batch["created_at"].endswith("Z")
 
 

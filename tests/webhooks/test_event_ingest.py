@@ -32,7 +32,8 @@ def test_it_accepts_an_event_with_one_delivery_per_matching_endpoint(alice):
 
     assert response.status_code == 202
     body = response.json()
-    assert set(body) == {"id", "type", "data", "created_at", "deliveries"}
+    assert set(body) == {"id", "type", "data", "ordering_key", "created_at", "deliveries"}
+    assert body["ordering_key"] is None
     assert body["type"] == "order.paid" and body["data"] == {"amount": 100}
     assert {d["endpoint_id"] for d in body["deliveries"]} == {everything, orders, exact}
     assert all(d["status"] == "pending" for d in body["deliveries"])

@@ -25,7 +25,7 @@ from rest_framework.renderers import JSONRenderer
 
 from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
-from deliveries.models import public_status
+from deliveries.statuses import public_status
 from webhooks.models import Tenant
 from webhooks.services.event_input import (
     EventInput,

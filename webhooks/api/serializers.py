@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from deliveries.models import public_status
+from deliveries.statuses import public_status
 from webhooks.models import Endpoint, Event
 
 

@@ -165,7 +165,8 @@ def _insert_routed(
     ]
 
 
-EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at")  # every Event column
+# Every Event column (this path takes events without an ordering key).
+EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at", "ordering_key")
 
 
 def _events_insert(
@@ -180,7 +181,7 @@ def _events_insert(
     table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
     sql = (
         f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
-        "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s "
+        "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
         "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
     )
     return sql, [data, now, list(ids), [e.type for e in inputs]]
