@@ -154,6 +154,9 @@ def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
     if isinstance(exc, Throttled):
         response = _json({"message": exc.message, "code": exc.code}, 429)
         response["Retry-After"] = str(exc.retry_after)
+        # Not a warning line per refused request (django.request logs every 4xx): a
+        # throttled flood would become a flood of logs. The access log still has them.
+        response._has_been_logged = True  # type: ignore[attr-defined]
         return response
     response = _json({"message": exc.message}, exc.status_code)
     if isinstance(exc, Busy):
