@@ -55,6 +55,8 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
         if not self.args.no_console and not self.args.only_flow and self.args.only is None:
             console_pages(quick=self.args.quick)
+        if self.args.only is None and not self.args.only_flow:
+            backpressure_cost(quick=self.args.quick)
 
     def ingestion_only(self, headline: bool) -> None:
         """The isolated ingestion figures and their ceiling, nothing else (~1 min)."""
@@ -114,6 +116,14 @@ def console_pages(*, quick: bool) -> None:
         ],
         check=False,
     )
+
+
+def backpressure_cost(*, quick: bool) -> None:
+    """CPU per request of the intake's 429 paths and its check (bench/backpressure.py, its
+    own PostgreSQL and Redis)."""
+    say("backpressure: the check, the 429 paths and a deep backlog's count")
+    backlog = "100000" if quick else "1000000"
+    subprocess.run([sys.executable, "-m", "bench.backpressure", "--backlog", backlog], check=False)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -233,6 +233,17 @@ HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
 HOMING_MAX_ENDPOINTS_PER_TENANT = int(
     number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
 )
+# Backpressure (webhooks/services/backpressure.py): events one tenant may post per second
+# (empty: no limit) and unfinished deliveries it may have; over either, 429. A tenant's
+# own figures (manage.py tenant_limits) override these.
+HOMING_TENANT_EVENT_RATE = (
+    None
+    if env.str("HOMING_TENANT_EVENT_RATE", default="").strip().lower() in ("", "none")
+    else int(number("HOMING_TENANT_EVENT_RATE", default=0, minimum=1, maximum=10**9))
+)
+HOMING_TENANT_MAX_BACKLOG = int(
+    number("HOMING_TENANT_MAX_BACKLOG", default=1_000_000, minimum=1, maximum=10**12)
+)
 
 # Endpoint health (CONTRACT section 4): the circuit opens after this many consecutive
 # retryable failures, is probed once per interval, and an endpoint failing for

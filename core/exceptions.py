@@ -41,3 +41,18 @@ class InvalidInput(HomingError):
         super().__init__(f"Invalid input: {field}: {message}")
         self.field = field
         self.detail = message
+
+
+class Throttled(HomingError):
+    """A 429: the tenant is over one of its backpressure limits; nothing was written.
+
+    `code` names the limit (`rate_limited`, `backlog_full`); `retry_after` is whole
+    seconds, as the `Retry-After` header carries it.
+    """
+
+    status_code = 429
+
+    def __init__(self, message: str, *, code: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retry_after = retry_after

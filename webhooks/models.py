@@ -10,6 +10,15 @@ class Tenant(models.Model):
     id = id_field("ten")
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Backpressure overrides (manage.py tenant_limits); null follows the setting
+    # (HOMING_TENANT_EVENT_RATE, HOMING_TENANT_MAX_BACKLOG). event_rate 0: no rate limit
+    # for this tenant whatever the setting says.
+    event_rate = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Events per second; empty: the setting; 0: no limit."
+    )
+    max_backlog = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Unfinished deliveries; empty: the setting."
+    )
 
     def __str__(self) -> str:
         return self.name

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from homing_client.client import Client
-from homing_client.errors import HomingError, HomingUnavailable
+from homing_client.errors import HomingError, HomingThrottled, HomingUnavailable
 
-__all__ = ["Client", "HomingError", "HomingUnavailable"]
+__all__ = ["Client", "HomingError", "HomingThrottled", "HomingUnavailable"]

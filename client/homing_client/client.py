@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from homing_client.errors import HomingError, HomingUnavailable
+from homing_client.errors import HomingError, HomingThrottled, HomingUnavailable
 
 __all__ = ["Client"]
 
@@ -31,8 +31,10 @@ class Client:
     and every retry reuses it, so a retry after a lost answer replays the first result
     instead of creating a second event. Connection errors, timeouts, 5xx and 409 (the
     first request with this key is still being processed) are retried with
-    exponential backoff and full jitter for up to ``retry_for`` seconds; any other 4xx
-    raises :class:`HomingError` at once.
+    exponential backoff and full jitter for up to ``retry_for`` seconds. A 429
+    (backpressure: nothing was written) is waited out as its ``Retry-After`` says and
+    sent again, within ``retry_for``; then :class:`HomingThrottled`. Any other 4xx raises
+    :class:`HomingError` at once.
     """
 
     def __init__(
@@ -70,21 +72,45 @@ class Client:
         answer = self._post("/api/v1/events/batch", body, idempotency_key or new_idempotency_key())
         return answer["events"]
 
+    def healthy(self) -> bool:
+        """True when Homing's ``/healthz`` answers 200 (Homing and its database are up)."""
+        request = urllib.request.Request(  # noqa: S310 - base_url is the operator's setting
+            self.base_url + "/healthz", headers={"User-Agent": USER_AGENT}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                return response.status == 200
+        except (urllib.error.URLError, http.client.HTTPException, OSError):
+            return False
+
     def _post(self, path: str, body: bytes, key: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.retry_for
         attempt = 0
         while True:
             try:
                 return self._send(path, body, key)
+            except HomingThrottled as error:
+                attempt += 1
+                # As Homing says; a little later for some, so that the producers it
+                # refused in one second do not all come back in the same one.
+                delay = (
+                    error.retry_after if error.retry_after is not None else self._backoff(attempt)
+                )
+                delay *= random.uniform(1.0, 1.1)
+                if delay > deadline - time.monotonic():
+                    raise  # still refused when retry_for runs out: no use waiting
+                self._sleep(delay)
             except HomingUnavailable as error:
                 attempt += 1
-                # Full jitter: clients that failed together do not retry together.
-                delay = random.uniform(0, min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
-                delay = max(delay, error.retry_after or 0.0)
+                delay = max(self._backoff(attempt), error.retry_after or 0.0)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise
                 self._sleep(min(delay, remaining))
+
+    def _backoff(self, attempt: int) -> float:
+        # Full jitter: clients that failed together do not retry together.
+        return random.uniform(0, min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
 
     def _send(self, path: str, body: bytes, key: str) -> dict[str, Any]:
         request = urllib.request.Request(  # noqa: S310 - base_url is the operator's setting
@@ -107,6 +133,11 @@ class Client:
             message = _error_message(raw, error.reason)
             if status >= 500 or status == 409:
                 raise _unavailable(message, status, error.headers.get("Retry-After")) from None
+            if status == 429:
+                throttled = HomingThrottled(message, status=status)
+                throttled.retry_after = _seconds(error.headers.get("Retry-After"))
+                throttled.code = _error_code(raw)
+                raise throttled from None
             raise HomingError(message, status=status) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             # URLError wraps refused connections and DNS failures; a timeout or a
@@ -143,6 +174,15 @@ def _read_quietly(error: urllib.error.HTTPError) -> bytes:
         return error.read()
     except (OSError, http.client.HTTPException):
         return b""
+
+
+def _error_code(raw: bytes) -> str | None:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    code = body.get("code") if isinstance(body, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _error_message(raw: bytes, reason: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class HomingError(Exception):
-    """Homing refused the request (a 4xx other than 409), or could not be reached.
+    """Homing refused the request (a 4xx other than 409 and 429), or could not be reached.
 
     ``status`` is the HTTP status Homing answered (None when no answer arrived) and
     ``message`` the human-readable reason from its JSON error body.
@@ -14,6 +14,19 @@ class HomingError(Exception):
         super().__init__(f"HTTP {status}: {message}" if status is not None else message)
         self.status = status
         self.message = message
+
+
+class HomingThrottled(HomingError):
+    """Homing answered 429 (backpressure) for longer than ``retry_for`` allowed waiting.
+
+    Nothing was written: the same request (same idempotency key) can be sent again after
+    ``retry_after`` seconds. ``code`` says which limit: ``rate_limited`` (the tenant's
+    events per second) or ``backlog_full`` (its undelivered webhooks).
+    """
+
+    #: Seconds Homing asked us to wait (its ``Retry-After``), if it said.
+    retry_after: float | None = None
+    code: str | None = None
 
 
 class HomingUnavailable(HomingError):

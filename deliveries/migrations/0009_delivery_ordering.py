@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('deliveries', '0008_delivery_sequences'),
-        ('webhooks', '0007_event_ordering_key'),
+        ('webhooks', '0008_event_ordering_key'),
     ]
 
     operations = [

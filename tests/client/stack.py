@@ -6,7 +6,8 @@
   and its `homing_relay` processes.
 - A recording proxy between relay and Homing: it logs every POST (Idempotency-Key,
   status) and can hold Homing's answer back, so a test can kill the relay after Homing
-  committed an event but before the relay heard about it.
+  committed an event but before the relay heard about it; it can also answer a 5xx in
+  Homing's place, for one row (`fail_keys`) or for everything (`outage`).
 """
 
 from __future__ import annotations
@@ -86,11 +87,15 @@ class Forwarded:
 
 
 class RecordingProxy:
-    """Forwards POSTs to Homing and records them; `hold` delays Homing's answer."""
+    """Forwards POSTs (and GET /healthz) to Homing and records the POSTs; `hold` delays
+    Homing's answer; `fail_keys` (Idempotency-Key -> status) and `outage` (a status for
+    every request) answer in Homing's place without forwarding."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
         self.hold = 0.0
+        self.fail_keys: dict[str, int] = {}
+        self.outage: int | None = None
         self.forwarded: list[Forwarded] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -110,7 +115,9 @@ class RecordingProxy:
         with self._lock:
             return [f.key for f in self.forwarded if f.status == 202]
 
-    def _record(self, forwarded: Forwarded) -> None:
+    def _record(self, method: str, forwarded: Forwarded) -> None:
+        if method != "POST":
+            return  # GET /healthz: not a row sent
         with self._lock:
             self.forwarded.append(forwarded)
 
@@ -120,33 +127,52 @@ class RecordingProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def do_GET(self) -> None:
+                self.do_POST()
+
+            def _answer_instead(self, key: str, status: int) -> None:
+                proxy._record(self.command, Forwarded(key, status, False))
+                answer = b'{"message": "Internal error (the test proxy)"}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 key = self.headers.get("Idempotency-Key", "")
+                instead = proxy.outage or proxy.fail_keys.get(key)
+                if instead:
+                    self._answer_instead(key, instead)
+                    return
                 upstream = http.client.HTTPConnection(
                     proxy.upstream.hostname, proxy.upstream.port, timeout=30
                 )
                 try:
-                    upstream.request("POST", self.path, body=body, headers=headers)
+                    upstream.request(self.command, self.path, body=body or None, headers=headers)
                     response = upstream.getresponse()
                     answer = response.read()
                 except OSError:
                     # Homing is down: drop the connection, as if there were no proxy.
-                    proxy._record(Forwarded(key, None, False))
+                    proxy._record(self.command, Forwarded(key, None, False))
                     self.close_connection = True
                     return
                 finally:
                     upstream.close()
                 proxy._record(
+                    self.command,
                     Forwarded(
                         key, response.status, response.getheader("Idempotent-Replayed") == "true"
-                    )
+                    ),
                 )
                 time.sleep(proxy.hold)
                 with contextlib.suppress(OSError):  # the relay may have been killed meanwhile
                     self.send_response(response.status)
                     self.send_header("Content-Type", response.getheader("Content-Type", ""))
+                    if response.getheader("Retry-After"):
+                        self.send_header("Retry-After", response.getheader("Retry-After"))
                     self.send_header("Content-Length", str(len(answer)))
                     self.end_headers()
                     self.wfile.write(answer)

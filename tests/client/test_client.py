@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from homing_client import Client, HomingError, HomingUnavailable
+from homing_client import Client, HomingError, HomingThrottled, HomingUnavailable
 
 from tests.receivers import Answer, Receiver
 
@@ -126,6 +126,60 @@ def test_it_retries_a_connection_dropped_before_the_answer() -> None:
     thread.join(5)
     listener.close()
     assert [b"Idempotency-Key: same" in request for request in requests] == [True, True]
+
+
+def throttled(retry_after: str | None, code: str = "rate_limited") -> Answer:
+    headers = {"Content-Type": "application/json"}
+    if retry_after is not None:
+        headers["Retry-After"] = retry_after
+    body = json.dumps({"message": "This tenant is over its event rate", "code": code})
+    return Answer(status=429, body=body.encode(), headers=headers)
+
+
+def test_it_waits_a_429_out_as_retry_after_says_then_sends_again(server: Receiver) -> None:
+    server.behaviour = lambda request, n: throttled("1") if n == 0 else accepted()
+    started = time.monotonic()
+
+    assert Client(base_url(server), "k", backoff=0.01).publish("a.b", {}) == EVENT
+
+    assert 1.0 <= time.monotonic() - started < 2.0  # Retry-After: 1, and a little jitter
+    assert len(server.requests) == 2 and len(set(keys(server))) == 1
+
+
+def test_a_429_without_retry_after_is_retried_with_backoff(server: Receiver) -> None:
+    server.behaviour = lambda request, n: throttled(None) if n < 2 else accepted()
+    waits: list[float] = []
+    client = Client(base_url(server), "k", backoff=0.1, max_backoff=0.3, sleep=waits.append)
+
+    assert client.publish("a.b", {}) == EVENT
+    assert len(waits) == 2 and all(0 <= wait <= 0.33 for wait in waits)
+    assert len(set(keys(server))) == 1
+
+
+def test_a_429_that_lasts_past_retry_for_raises_throttled(server: Receiver) -> None:
+    server.behaviour = lambda request, n: throttled("1", code="backlog_full")
+    started = time.monotonic()
+
+    with pytest.raises(HomingThrottled) as raised:
+        Client(base_url(server), "k", retry_for=2.5).publish("a.b", {}, idempotency_key="k-1")
+
+    assert time.monotonic() - started < 3.5
+    assert isinstance(raised.value, HomingError)
+    assert not isinstance(raised.value, HomingUnavailable)  # nothing was written
+    assert raised.value.status == 429 and raised.value.code == "backlog_full"
+    assert raised.value.retry_after == 1.0
+    assert 2 <= len(server.requests) <= 3 and set(keys(server)) == {"k-1"}
+
+
+def test_a_retry_after_longer_than_retry_for_raises_at_once(server: Receiver) -> None:
+    server.behaviour = lambda request, n: throttled("30")
+    waits: list[float] = []
+
+    with pytest.raises(HomingThrottled) as raised:
+        Client(base_url(server), "k", retry_for=5, sleep=waits.append).publish("a.b", {})
+
+    assert raised.value.retry_after == 30.0
+    assert waits == [] and len(server.requests) == 1
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 413, 422])

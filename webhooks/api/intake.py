@@ -24,9 +24,10 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.renderers import JSONRenderer
 
 from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
-from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
+from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge, Throttled
 from deliveries.statuses import public_status
 from webhooks.models import Tenant
+from webhooks.services.backpressure import intake_admit, intake_admitted
 from webhooks.services.event_input import (
     EventInput,
     event_batch_validate,
@@ -131,9 +132,13 @@ def _parse_and_ingest(
     try:
         payload = json_body_parse(body=body)
         inputs = validate(payload, body)
+        # Before anything is written, the idempotency record included: a 429 leaves no trace.
+        intake_admit(tenant=tenant, events=len(inputs))
 
         def produce() -> tuple[int, bytes]:
-            return 202, render(shape(events_ingest(tenant=tenant, inputs=inputs)))
+            events = events_ingest(tenant=tenant, inputs=inputs)
+            intake_admitted(tenant=tenant, deliveries=sum(len(e.deliveries) for e in events))
+            return 202, render(shape(events))
 
         return _answer(tenant, key=key, payload=payload, produce=produce)
     except HomingError as exc:
@@ -147,6 +152,13 @@ def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
         return response
     if isinstance(exc, InvalidInput):
         return _json({"message": exc.message, "errors": {exc.field: [exc.detail]}}, 400)
+    if isinstance(exc, Throttled):
+        response = _json({"message": exc.message, "code": exc.code}, 429)
+        response["Retry-After"] = str(exc.retry_after)
+        # Not a warning line per refused request (django.request logs every 4xx): a
+        # throttled flood would become a flood of logs. The access log still has them.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response
     response = _json({"message": exc.message}, exc.status_code)
     if isinstance(exc, Busy):
         response["Retry-After"] = str(exc.retry_after)

@@ -12,6 +12,14 @@ that dies releases it the moment PostgreSQL sees its connection close, so a rest
 resends at once instead of waiting out a lease. The transaction stays short: the
 calls go to Homing (not to arbitrary endpoints), a batch stops at the first row Homing
 cannot take, and no new row is sent once max_seconds have passed.
+
+A row that Homing answers with 5xx for the client's whole retry_for is either the
+victim of an outage (every row would get the same) or a row Homing cannot take (a bug
+it triggers). Homing's /healthz tells the two apart: while it answers 200, Homing works
+and the row is marked failed (kept, to send again from the admin) so that the rows
+behind it go on; otherwise the row waits like when Homing is down. A 429 (backpressure)
+leaves the row pending, and the relay waits at least the Retry-After before the next
+try.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
-from homing_client import Client, HomingError, HomingUnavailable
+from homing_client import Client, HomingError, HomingThrottled, HomingUnavailable
 from homing_client.django.models import OutboxEvent
 from homing_client.django.outbox import CHANNEL
 
@@ -46,6 +54,8 @@ class BatchResult:
     failed: int = 0
     # Why Homing could not be reached; the rows from there on stay pending.
     unavailable: str | None = None
+    # Seconds Homing asked the relay to wait before the next try (a 429's Retry-After).
+    retry_after: float | None = None
 
     def drained(self, batch_size: int) -> bool:
         """Nothing was left pending: fewer rows than asked for, and every one handled."""
@@ -97,9 +107,16 @@ def outbox_relay_batch(
                 event = client.publish(row.type, row.data, idempotency_key=row.id)
             except HomingError as error:
                 row.last_error = str(error)[:2000]
-                if isinstance(error, HomingUnavailable) or error.status in NOT_ABOUT_THE_ROW:
+                if _refused_by_a_working_homing(error, client):
+                    row.last_error = (
+                        f"{row.last_error} (for {client.retry_for:g}s, while Homing's "
+                        "/healthz answered 200)"
+                    )[:2000]
+                elif isinstance(error, HomingUnavailable) or error.status in NOT_ABOUT_THE_ROW:
                     row.save(update_fields=["attempts", "last_error"])
                     result.unavailable = row.last_error
+                    if isinstance(error, HomingThrottled):
+                        result.retry_after = error.retry_after
                     # Stop here rather than skip: later rows must not overtake this one.
                     break
                 # Refused for good (400, 413, 422...): sending it again cannot help.
@@ -115,6 +132,12 @@ def outbox_relay_batch(
                 row.save(update_fields=["attempts", "status", "sent_at", "event_id", "last_error"])
                 result.sent += 1
     return result
+
+
+def _refused_by_a_working_homing(error: HomingError, client: Client) -> bool:
+    """5xx answers for the whole retry_for while Homing's health check says it works."""
+    server_error = isinstance(error, HomingUnavailable) and (error.status or 0) >= 500
+    return server_error and client.healthy()
 
 
 def outbox_relay_pending(
@@ -194,7 +217,7 @@ class Relay:
                 logger.info("Relayed %d outbox row(s), %d refused", result.sent, result.failed)
             if result.unavailable:
                 failures += 1
-                delay = self._backoff(failures)
+                delay = max(self._backoff(failures), result.retry_after or 0.0)
                 logger.warning(
                     "Homing cannot take rows (%s); they stay pending, next try in %.1fs",
                     result.unavailable,

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('webhooks', '0006_routing_version'),
+        ('webhooks', '0007_tenant_limits'),
     ]
 
     operations = [
