@@ -2,7 +2,7 @@
 
 Backpressure (webhooks/services/backpressure.py) asks "has this tenant reached N?": the
 count stops at N rows, walking the index `delivery_tenant_status` (tenant, status, ...)
-for the two unfinished statuses, so it costs what the tenant's backlog costs up to N and
+for the unfinished statuses, so it costs what the tenant's backlog costs up to N and
 never touches other tenants' rows.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from deliveries.models import Delivery
 
-UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.HELD, Delivery.Status.DELIVERING)
 
 
 def tenant_unfinished_count(*, tenant_id: str, most: int) -> int:
