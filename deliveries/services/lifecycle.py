@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -21,6 +22,7 @@ from deliveries.services.health import (
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.models import Endpoint
 
+DEACTIVATED_REASON = "endpoint deactivated"
 # Deliveries parked per transaction: a 50,000-deep backlog is parked in short
 # transactions holding a bounded number of rows, never all of it at once.
 PARK_BATCH = 1000
@@ -35,25 +37,37 @@ class _Parked:
     event: ClaimedEvent
 
 
-def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
-    """Move an endpoint's pending deliveries to the dead-letter queue; returns how many.
+def deliveries_kill_for_endpoint(
+    *, endpoint_id: str, reason: str, deadline: float | None = None
+) -> int:
+    """Move an inactive endpoint's pending deliveries to the dead-letter queue; returns
+    how many. Stops early when the endpoint is active again, or at `deadline`
+    (time.monotonic()).
 
     In batches of PARK_BATCH, each its own transaction, loading ids and event types
     only (never event data), so the memory and lock time are bounded by the batch.
-    Deliveries a worker holds right now finish their attempt; the worker then finds the
-    endpoint inactive and parks them too.
+    Deliveries a worker holds right now finish their attempt; one that comes back
+    pending is parked by the next run (the scheduler's sweep, endpoint_backlogs.py).
     """
     total = 0
-    while True:
+    while deadline is None or time.monotonic() < deadline:
         parked = _park_batch(endpoint_id, reason)
         total += parked
         if parked < PARK_BATCH:
-            return total
+            break
+    return total
 
 
 def _park_batch(endpoint_id: str, reason: str) -> int:
     now = timezone.now()
     with transaction.atomic():
+        # Held for the batch (well under a second): a re-activation waits for it, and
+        # the next batch sees the endpoint active and parks nothing more.
+        inactive = Endpoint.all_objects.select_for_update(no_key=True).filter(
+            pk=endpoint_id, is_active=False
+        )
+        if not inactive.values_list("pk", flat=True)[:1]:
+            return 0
         ids = list(
             Delivery.objects.select_for_update(skip_locked=True)
             .filter(endpoint_id=endpoint_id, status=Delivery.Status.PENDING)

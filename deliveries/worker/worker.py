@@ -53,7 +53,7 @@ from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
-from webhooks.services.endpoints import endpoint_signing_secrets
+from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -515,7 +515,7 @@ class Worker:
                 data=event.data,
             )
             headers = {
-                **endpoint.headers,
+                **endpoint_headers(endpoint=endpoint),
                 **webhook_headers(
                     msg_id=event.id,
                     timestamp=int(time.time()),
