@@ -23,6 +23,7 @@ from deliveries.services.endpoint_backlogs import (
 )
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from dlq.models import DeadLetter
+from tests.backlogs import pending_backlog
 from webhooks.models import Endpoint
 
 BACKLOG = 50_000
@@ -33,19 +34,11 @@ ANSWERS_WITHIN = 1.0
 def make_backlog(actor, *, rows: int = BACKLOG, due: str = "now() + interval '1 day'") -> str:
     """Alice's endpoint with one real event and `rows` pending deliveries of it."""
     created = actor.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/x"}, format="json")
-    endpoint_id = created.json()["id"]
+    endpoint = Endpoint.objects.get(pk=created.json()["id"])
     actor.client.post("/api/v1/events", {"type": "a.b", "data": {"n": 1}}, format="json")
-    event_id = Delivery.objects.get(endpoint_id=endpoint_id).event_id
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
-                status, attempt_count, schedule_offset, next_attempt_at, last_error,
-                created_at, updated_at)
-            SELECT 'dlv_bulk' || n, %s, %s, %s, 'pending', 0, 0, {due}, '', now(), now()
-            FROM generate_series(1, %s) AS n""",
-            [actor.tenant.id, event_id, endpoint_id, rows],
-        )
-    return endpoint_id
+    event = Delivery.objects.get(endpoint=endpoint).event
+    pending_backlog(endpoint=endpoint, event=event, rows=rows, due=due)
+    return endpoint.id
 
 
 def timed(call):
