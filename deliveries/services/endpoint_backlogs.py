@@ -38,6 +38,9 @@ CLEAR_TASK = "deliveries.endpoint_backlog_clear"
 DELETE_BATCH = 1000
 # Endpoints the scheduler's sweep lists at most per look (the rest on the next one).
 SWEEP_LIMIT = 100
+# One task works this long, then hands the rest on to a new message: it does not hold a
+# worker's Celery thread for minutes, and a warm shutdown waits this long at most.
+TASK_SECONDS = 20.0
 
 
 def endpoint_backlog_publish_on_commit(*, endpoint_id: str) -> None:
@@ -50,6 +53,14 @@ def _publish(endpoint_id: str) -> None:
         app.send_task(CLEAR_TASK, args=[endpoint_id])
     except Exception:  # the broker is down: the scheduler's sweep finds the work anyway
         logger.warning("could not publish the backlog job of %s", endpoint_id, exc_info=True)
+
+
+def endpoint_backlog_run(*, endpoint_id: str) -> None:
+    """The Celery task's work: TASK_SECONDS of batches, then the rest in a new message."""
+    if not endpoint_backlog_clear(
+        endpoint_id=endpoint_id, deadline=time.monotonic() + TASK_SECONDS
+    ):
+        _publish(endpoint_id)
 
 
 def endpoint_backlog_clear(*, endpoint_id: str, deadline: float | None = None) -> bool:

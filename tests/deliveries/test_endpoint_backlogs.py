@@ -15,6 +15,7 @@ from django.db import connection
 from deliveries.fair_share import DueEndpoint
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import current_policy
+from deliveries.services import endpoint_backlogs
 from deliveries.services.claims import deliveries_claim
 from deliveries.services.endpoint_backlogs import (
     endpoint_backlog_clear,
@@ -176,3 +177,19 @@ def test_deleting_while_a_recorder_writes_an_attempt_answers_204_and_loses_nothi
     assert not Delivery.objects.filter(endpoint_id=endpoint_id).exists()
     assert not Attempt.objects.filter(delivery_id=recording.id).exists()
     assert not Endpoint.all_objects.filter(pk=endpoint_id).exists()
+
+
+def test_a_task_hands_what_is_left_after_its_time_to_a_new_message(alice, monkeypatch):
+    endpoint_id = make_backlog(alice, rows=5_000)
+    alice.client.patch(f"/api/v1/endpoints/{endpoint_id}", {"is_active": False}, format="json")
+    published: list[str] = []
+    monkeypatch.setattr(endpoint_backlogs, "_publish", published.append)
+    monkeypatch.setattr(endpoint_backlogs, "TASK_SECONDS", 0.01)
+    endpoint_backlogs.endpoint_backlog_run(endpoint_id=endpoint_id)
+    assert published == [endpoint_id]
+    assert Delivery.objects.filter(endpoint_id=endpoint_id, status="pending").exists()
+
+    monkeypatch.setattr(endpoint_backlogs, "TASK_SECONDS", 60)
+    endpoint_backlogs.endpoint_backlog_run(endpoint_id=endpoint_id)  # the next message
+    assert published == [endpoint_id]
+    assert not Delivery.objects.filter(endpoint_id=endpoint_id, status="pending").exists()
