@@ -74,7 +74,9 @@ def endpoint_backlog_clear(*, endpoint_id: str, deadline: float | None = None) -
             return True  # gone already, or active again: nothing to park
         if endpoint["deleted_at"] is None:
             # Parking is done by batches that stop when the endpoint is active again.
-            return _park(endpoint_id, deadline)
+            if _park(endpoint_id, deadline):
+                return True
+            continue
         if _delete_batch(endpoint_id):
             continue
         if _delete_endpoint(endpoint_id):
