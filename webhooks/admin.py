@@ -88,6 +88,12 @@ class EndpointAdmin(admin.ModelAdmin):
             obj._state.adding = False
         obj.refresh_from_db()
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        # Django's confirmation page would load every delivery and attempt of the
+        # endpoints to list them (150,000 rows for one deep backlog): name the endpoints.
+        endpoints = list(objs)
+        return [str(e) for e in endpoints], {"endpoints": len(endpoints)}, set(), []
+
     def delete_model(self, request: HttpRequest, obj: Endpoint) -> None:
         # As DELETE /endpoints/{id}: hidden at once, its backlog removed in the background.
         endpoint_delete(endpoint=obj)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery
 from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
@@ -106,6 +108,9 @@ def test_deleting_in_the_admin_hides_the_endpoint_and_leaves_the_rows_to_the_job
     ).json()
     alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
     delete = f"/admin/webhooks/endpoint/{created['id']}/delete/"
+    with CaptureQueriesContext(connection) as queries:
+        assert staff.get(delete).status_code == 200  # the confirmation page
+    assert not [q for q in queries.captured_queries if "deliveries_" in q["sql"]]
     assert staff.post(delete, {"post": "yes"}).status_code == 302
     assert alice.client.get(f"/api/v1/endpoints/{created['id']}").status_code == 404
     assert Delivery.objects.filter(endpoint_id=created["id"]).count() == 1
