@@ -1,14 +1,14 @@
-"""The queue's gauges for /metrics, cached so that scrapes do not count tables."""
+"""The queue's gauges for /metrics, bounded in cost (dlq.selectors.queue_gauges_bounded)
+and cached a few seconds per process."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from dlq.selectors import QueueGauges, queue_gauges
+from dlq.selectors import QueueGauges, queue_gauges_bounded
 
-# A scrape every few seconds from several Prometheus servers must not count the
-# deliveries table each time: the figures are reused for this long per process.
+# Scrapes every few seconds from several Prometheus servers reuse the figures this long.
 CACHE_SECONDS = 10.0
 _cache_lock = threading.Lock()
 _cached: tuple[float, QueueGauges] | None = None
@@ -17,8 +17,12 @@ _cached: tuple[float, QueueGauges] | None = None
 def queue_gauges_cached() -> QueueGauges:
     global _cached
     with _cache_lock:
-        if _cached is not None and time.monotonic() - _cached[0] < CACHE_SECONDS:
-            return _cached[1]
-        gauges = queue_gauges()
+        cached = _cached
+    if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
+        return cached[1]
+    # Read outside the lock: a slow database makes one scrape slow, not every scrape
+    # of this process wait behind it (two reads at once are harmless).
+    gauges = queue_gauges_bounded()
+    with _cache_lock:
         _cached = (time.monotonic(), gauges)
-        return gauges
+    return gauges

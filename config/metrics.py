@@ -2,8 +2,10 @@
 
 Answers 200 whatever is down: a family whose source cannot be read is left out (and
 logged), so a Redis outage shows as missing series rather than as a failed scrape of
-everything else. Gauges are cached a few seconds (config.gauges), so a scrape costs no
-table scan. With HOMING_METRICS_TOKEN set it wants `Authorization: Bearer <token>`.
+everything else. Gauges read a bounded number of rows whatever the tables' sizes
+(exact counts up to a bound through partial indexes, planner estimates beyond) and are
+cached a few seconds (config.gauges): a scrape costs no table scan. With
+HOMING_METRICS_TOKEN set it wants `Authorization: Bearer <token>`.
 """
 
 from __future__ import annotations

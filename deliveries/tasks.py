@@ -10,6 +10,7 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
 from deliveries.queue import DELIVER_TASK, RETRY_WHEN_FREE_TASK
+from deliveries.services.endpoint_backlogs import CLEAR_TASK, endpoint_backlog_run
 from deliveries.services.lifecycle import delivery_retry_when_free
 from deliveries.worker import Worker
 
@@ -27,6 +28,13 @@ def deliver(delivery_ids: list[str]) -> None:
 @shared_task(name=RETRY_WHEN_FREE_TASK, ignore_result=True)
 def retry_when_free(delivery_id: str, tries_left: int) -> None:
     delivery_retry_when_free(delivery_id=delivery_id, tries_left=tries_left)
+
+
+@shared_task(name=CLEAR_TASK, ignore_result=True)
+def endpoint_backlog_task(endpoint_id: str) -> None:
+    # acks_late: a worker killed midway gets the message redelivered; the scheduler's
+    # sweep also carries on whatever is left (the endpoint row says what).
+    endpoint_backlog_run(endpoint_id=endpoint_id)
 
 
 @worker_ready.connect

@@ -3,6 +3,7 @@ lost: only the workers' own search for due work can find them."""
 
 from __future__ import annotations
 
+from django.db import connection
 from django.utils import timezone
 
 from deliveries.models import Delivery
@@ -31,3 +32,19 @@ def due_backlog(
         for event, sequence in zip(events, sequences_take([endpoint.pk] * len(events)), strict=True)
     )
     return events
+
+
+def pending_backlog(
+    *, endpoint: Endpoint, event: Event, rows: int, due: str = "now() + interval '1 day'"
+) -> None:
+    """`rows` pending deliveries of one event to `endpoint`, written by one SQL statement
+    (50,000 in a fraction of a second), due at the SQL expression `due`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
+                status, attempt_count, schedule_offset, next_attempt_at, last_error,
+                created_at, updated_at)
+            SELECT 'dlv_bulk' || n, %s, %s, %s, 'pending', 0, 0, {due}, '', now(), now()
+            FROM generate_series(1, %s) AS n""",
+            [endpoint.tenant_id, event.id, endpoint.id, rows],
+        )

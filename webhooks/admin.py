@@ -12,6 +12,8 @@ from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
     endpoint_create,
+    endpoint_delete,
+    endpoint_headers,
     endpoint_limit_check,
     endpoint_update,
 )
@@ -37,6 +39,11 @@ class EndpointForm(forms.ModelForm):
     class Meta:
         model = Endpoint
         fields = ["tenant", *ENDPOINT_FIELDS]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # stored encrypted: the form shows and compares plain values
+            self.initial["headers"] = endpoint_headers(endpoint=self.instance)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -80,6 +87,20 @@ class EndpointAdmin(admin.ModelAdmin):
             obj.pk = created.pk
             obj._state.adding = False
         obj.refresh_from_db()
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        # Django's confirmation page would load every delivery and attempt of the
+        # endpoints to list them (150,000 rows for one deep backlog): name the endpoints.
+        endpoints = list(objs)
+        return [str(e) for e in endpoints], {"endpoints": len(endpoints)}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Endpoint) -> None:
+        # As DELETE /endpoints/{id}: hidden at once, its backlog removed in the background.
+        endpoint_delete(endpoint=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for endpoint in queryset:
+            endpoint_delete(endpoint=endpoint)
 
 
 @admin.register(Event)

@@ -39,6 +39,13 @@ class ApiKey(models.Model):
         return f"{self.prefix}… ({self.tenant})"
 
 
+class LiveEndpoints(models.Manager["Endpoint"]):
+    """Endpoints that are not being deleted: what every API, console and count sees."""
+
+    def get_queryset(self) -> models.QuerySet[Endpoint]:
+        return super().get_queryset().filter(deleted_at__isnull=True)
+
+
 class Endpoint(models.Model):
     class Circuit(models.TextChoices):
         CLOSED = "closed"  # deliveries flow
@@ -67,9 +74,27 @@ class Endpoint(models.Model):
     probe_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set by DELETE: the endpoint is gone for the tenant at once (hidden by `objects`,
+    # inactive) while a background job removes its deliveries in batches, then the row
+    # (deliveries/services/endpoint_backlogs.py).
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    all_objects = models.Manager()
+    objects = LiveEndpoints()
 
     class Meta:
+        # The default (admin, DRF, a tenant's `endpoints`) hides deleted endpoints
+        # everywhere unless a caller asks `all_objects`; foreign keys (a delivery's
+        # `endpoint`) still reach one being deleted.
+        default_manager_name = "objects"
+        base_manager_name = "all_objects"
         indexes = [
+            # The backlog job's sweep: endpoints whose deletion is still under way.
+            models.Index(
+                fields=["deleted_at"],
+                name="endpoint_deleting",
+                condition=Q(deleted_at__isnull=False),
+            ),
             # Every claim reads the endpoints whose circuit is not closed (a small set) to
             # leave their deliveries alone, and picks those due a probe.
             models.Index(

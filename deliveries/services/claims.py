@@ -138,7 +138,7 @@ def deliveries_claim_fairly(
 
 
 def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
-    """Endpoints with a closed circuit and at least one delivery due now, in id order
+    """Active endpoints with a closed circuit and at least one delivery due now, in id order
     from `after` on: a caller that gets `limit` of them asks next from the last one, so
     beyond `limit` endpoints every one still has its turn.
 
@@ -162,6 +162,7 @@ def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[
             SELECT e.id, e.tenant_id, e.rate_limit
             FROM pending JOIN {endpoints} e ON e.id = pending.endpoint_id
             WHERE pending.next_at <= statement_timestamp() AND e.circuit_state = 'closed'
+            AND e.is_active
             LIMIT %s
         """
         params: list[Any] = [after, limit]
@@ -170,7 +171,7 @@ def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[
             SELECT DISTINCT e.id, e.tenant_id, e.rate_limit
             FROM {table} d JOIN {endpoints} e ON e.id = d.endpoint_id
             WHERE d.status = 'pending' AND d.next_attempt_at <= %s
-            AND e.circuit_state = 'closed' AND e.id > %s
+            AND e.circuit_state = 'closed' AND e.is_active AND e.id > %s
             ORDER BY e.id LIMIT %s
         """
         params = [timezone.now(), after, limit]
@@ -202,9 +203,13 @@ def _claim_rows(
     """Claim up to `limit` due rows matching `condition`."""
     # No ORDER BY: with it, PostgreSQL sorts every due row matching (thousands in a
     # backlog) whenever its statistics are stale; without, the scan stops at `limit`.
+    # The endpoint is checked in the claim itself, not only in the due list (which a
+    # worker keeps for REFRESH_SECONDS): once a deactivation or deletion has committed,
+    # no claim takes its deliveries.
     picked = f"""
         SELECT id FROM {Delivery._meta.db_table}
         WHERE {condition} AND status = 'pending' AND next_attempt_at <= {{now}}
+        AND endpoint_id IN (SELECT id FROM {Endpoint._meta.db_table} WHERE is_active)
         LIMIT %s{{skip_locked}}
     """
     return _claim(picked, lambda now: [*params, *now, limit], lease_seconds)
@@ -224,9 +229,11 @@ def _claim_by_endpoint(
             )
         return rows
     # One statement for all: per endpoint a LATERAL walk of `delivery_endpoint_due`,
-    # which stops after its share, however deep the backlog behind it.
+    # which stops after its share, however deep the backlog behind it. Only active
+    # endpoints (see _claim_rows).
     picked = f"""
         SELECT d.id FROM unnest(%s::text[], %s::int[]) AS share(endpoint_id, n)
+        JOIN {Endpoint._meta.db_table} e ON e.id = share.endpoint_id AND e.is_active
         CROSS JOIN LATERAL (
             SELECT id FROM {Delivery._meta.db_table}
             WHERE endpoint_id = share.endpoint_id AND status = 'pending'
@@ -292,7 +299,9 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
             pk__in={row[2] for row in rows}
         ).values_list("id", "type", "data", "created_at")
     }
-    endpoints = Endpoint.objects.in_bulk({row[3] for row in rows})
+    # all_objects: an endpoint deleted since the claim is still read, found inactive,
+    # and its deliveries recorded unsent.
+    endpoints = Endpoint.all_objects.in_bulk({row[3] for row in rows})
     claimed = []
     for row in rows:
         delivery_id, tenant_id, event_id, endpoint_id, attempt_count, offset, sequence = row[:7]

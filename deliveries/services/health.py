@@ -250,8 +250,9 @@ def circuits_not_closed() -> tuple[set[str], list[str]]:
     now = database_now()
     paused: set[str] = set()
     due: list[str] = []
+    # Inactive (or deleted) endpoints get no probe: they get no attempt at all.
     for pk, probe_at in Endpoint.objects.filter(
-        ~Q(circuit_state=Endpoint.Circuit.CLOSED)
+        ~Q(circuit_state=Endpoint.Circuit.CLOSED), is_active=True
     ).values_list("id", "probe_at"):
         paused.add(pk)
         if probe_at is None or probe_at <= now:

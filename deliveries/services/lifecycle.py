@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -23,6 +24,7 @@ from deliveries.services.ordering import delivery_leave_line
 from dlq.services.dead_letters import dead_letters_create
 from webhooks.models import Endpoint
 
+DEACTIVATED_REASON = "endpoint deactivated"
 # Deliveries parked per transaction: a 50,000-deep backlog is parked in short
 # transactions holding a bounded number of rows, never all of it at once.
 PARK_BATCH = 1000
@@ -39,30 +41,51 @@ class _Parked:
     event: ClaimedEvent
 
 
-def deliveries_kill_for_endpoint(*, endpoint_id: str, reason: str) -> int:
-    """Move an endpoint's pending deliveries to the dead-letter queue; returns how many.
+def deliveries_kill_for_endpoint(
+    *, endpoint_id: str, reason: str, deadline: float | None = None
+) -> int:
+    """Move an inactive endpoint's pending deliveries to the dead-letter queue; returns
+    how many. Stops early when the endpoint is active again, or at `deadline`
+    (time.monotonic()).
 
     In batches of PARK_BATCH, each its own transaction, loading ids and event types
     only (never event data), so the memory and lock time are bounded by the batch.
-    Deliveries a worker holds right now finish their attempt; the worker then finds the
-    endpoint inactive and parks them too.
+    Deliveries a worker holds right now finish their attempt; one that comes back
+    pending is parked by the next run (the scheduler's sweep, endpoint_backlogs.py).
     """
     total = 0
-    while True:
+    while deadline is None or time.monotonic() < deadline:
         parked = _park_batch(endpoint_id, reason)
         total += parked
         if parked < PARK_BATCH:
-            return total
+            break
+    return total
 
 
 def _park_batch(endpoint_id: str, reason: str) -> int:
     now = database_now()
     with transaction.atomic():
-        ids = list(
-            Delivery.objects.select_for_update(skip_locked=True)
-            .filter(endpoint_id=endpoint_id, status__in=WAITING)
-            .values_list("id", flat=True)[:PARK_BATCH]
+        # Held for the batch (well under a second): a re-activation waits for it, and
+        # the next batch sees the endpoint active and parks nothing more.
+        inactive = Endpoint.all_objects.select_for_update(no_key=True).filter(
+            pk=endpoint_id, is_active=False
         )
+        if not inactive.values_list("pk", flat=True)[:1]:
+            return 0
+        waiting = Delivery.objects.select_for_update(skip_locked=True).filter(
+            endpoint_id=endpoint_id
+        )
+        # Those held in an ordering key's line first (index delivery_ordering_line): a
+        # job killed midway then leaves pending ones, which the scheduler's sweep finds,
+        # never a held one whose line's first was parked already.
+        ids = list(
+            waiting.filter(status=Delivery.Status.HELD, ordering_key__isnull=False).values_list(
+                "id", flat=True
+            )[:PARK_BATCH]
+        )
+        ids += waiting.filter(status=Delivery.Status.PENDING).values_list("id", flat=True)[
+            : PARK_BATCH - len(ids)
+        ]
         if not ids:
             return 0
         Delivery.objects.filter(pk__in=ids, status__in=WAITING).update(

@@ -54,7 +54,7 @@ from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
-from webhooks.services.endpoints import endpoint_signing_secrets
+from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -517,7 +517,7 @@ class Worker:
                 data=event.data,
             )
             headers = {
-                **endpoint.headers,
+                **endpoint_headers(endpoint=endpoint),
                 **webhook_headers(
                     msg_id=event.id,
                     # The database's clock: a receiver checks it against true time.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
@@ -13,6 +14,7 @@ from config import gauges
 from core import counters
 from core.redis import redis_client
 from deliveries.models import Delivery
+from dlq import selectors
 from dlq.models import DeadLetter
 
 
@@ -104,3 +106,60 @@ def test_it_counts_accepted_events(alice, django_capture_on_commit_callbacks):
     counters.flush()  # the web process counts from a background thread
     text = Client().get("/metrics").content.decode()
     assert metric(text, "homing_events_total") == 2
+
+
+def _rows_read(plan: dict, tables: set[str]) -> int:
+    """The most rows any scan of `tables` read in an EXPLAIN ANALYZE plan."""
+    read = 0
+    if plan.get("Relation Name") in tables:
+        read = int(plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1))
+    for child in plan.get("Plans", []):
+        read = max(read, _rows_read(child, tables))
+    return read
+
+
+def test_a_scrape_reads_a_bounded_number_of_rows_however_big_the_tables(alice):
+    """50,000 pending deliveries and 50,000 dead ones with their dead letters: no statement
+    of a scrape reads more than EXACT_UP_TO rows of either table (the gauges were one
+    GROUP BY over every delivery, and a count of every dead letter)."""
+    endpoint_id = alice.client.post(
+        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json"
+    ).json()["id"]
+    alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    delivery = Delivery.objects.get(endpoint_id=endpoint_id)
+    table, letters = Delivery._meta.db_table, DeadLetter._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {table} (id, tenant_id, event_id, endpoint_id, status,
+                attempt_count, schedule_offset, next_attempt_at, last_error, created_at,
+                updated_at)
+            SELECT 'dlv_m' || n, tenant_id, event_id, endpoint_id,
+                CASE WHEN n %% 2 = 0 THEN 'pending' ELSE 'dead' END, 0, 0,
+                CASE WHEN n %% 2 = 0 THEN now() + interval '1 day' END, '', now(), now()
+            FROM {table}, generate_series(1, 100000) AS n WHERE id = %s""",
+            [delivery.id],
+        )
+        cursor.execute(
+            f"""INSERT INTO {letters} (id, tenant_id, delivery_id, event_id, endpoint_id,
+                event_type, reason, dead_at)
+            SELECT 'dl_' || id, tenant_id, id, event_id, endpoint_id, 'a.b', 'HTTP 404', now()
+            FROM {table} WHERE status = 'dead'"""
+        )
+        cursor.execute(f"ANALYZE {table}")
+        cursor.execute(f"ANALYZE {letters}")
+
+    with CaptureQueriesContext(connection) as queries:
+        text = Client().get("/metrics").content.decode()
+    statements = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    assert statements
+    with connection.cursor() as cursor:
+        for sql in statements:
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+            plan = cursor.fetchone()[0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            read = _rows_read(plan[0]["Plan"], {table, letters})
+            assert read <= selectors.EXACT_UP_TO + 1, f"{read} rows read by {sql}"
+    # Still the right figures, within the statistics' precision.
+    assert metric(text, 'homing_deliveries{status="pending"}') == pytest.approx(50_001, rel=0.05)
+    assert metric(text, 'homing_deliveries{status="dead"}') == pytest.approx(50_000, rel=0.05)
+    assert metric(text, "homing_dead_letters") == pytest.approx(50_000, rel=0.05)

@@ -15,6 +15,7 @@ from deliveries.policy import current_policy
 from deliveries.retry import ErrorKind
 from deliveries.sender import SendResult
 from deliveries.services.claims import deliveries_claim
+from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from deliveries.services.lifecycle import endpoint_deactivate
 from deliveries.services.recording import Outcome, attempts_record
 from webhooks.models import Endpoint, Event
@@ -232,8 +233,11 @@ def test_probing_an_endpoint_deleted_meanwhile_sends_nothing_and_crashes_nothing
     make_due()
     [probe] = claim()
     assert alice.client.delete(f"/api/v1/endpoints/{down}").status_code == 204
-    assert record([probe], OK) == [None]  # its delivery went with it: nothing recorded
+    record([probe], OK)  # the delivery is still there until the job removes it
     assert claim() == []
+    endpoint_backlog_clear(endpoint_id=down)
+    assert not Delivery.objects.filter(endpoint_id=down).exists()
+    assert record([probe], OK) == [None]  # its delivery went with it: nothing recorded
 
 
 def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(alice) -> None:
@@ -241,8 +245,9 @@ def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(a
     send(alice, 4)
     record(claim(2), DOWN)  # two failures: still closed
     make_due()
+    claimed = claim(2)  # claims read the endpoint table (is_active) but lock deliveries only
     with CaptureQueriesContext(connection) as queries:
-        record(claim(2), OK)
+        record(claimed, OK)
     healthy = Endpoint.objects.get(pk=endpoint_id)
     assert (healthy.circuit_state, healthy.consecutive_failures, healthy.failing_since) == (
         "closed",

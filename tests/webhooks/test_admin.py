@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery
+from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint
 from webhooks.services.endpoints import endpoint_signing_secrets
@@ -81,6 +84,7 @@ def test_deactivating_in_the_admin_parks_pending_deliveries(staff, alice):
     del data["is_active"]  # an unticked checkbox
     response = staff.post(change, data)
     assert response.status_code == 302, response.content.decode()[-2000:]
+    endpoint_backlog_clear(endpoint_id=created["id"])  # the job the save started
     delivery = Delivery.objects.get(pk=event["deliveries"][0]["id"])
     assert delivery.status == Delivery.Status.DEAD
     assert DeadLetter.objects.get(delivery=delivery).reason == "endpoint deactivated"
@@ -96,3 +100,20 @@ def test_the_admin_shows_endpoint_health_without_letting_it_be_edited(staff, ali
     assert "Consecutive failures" in page and 'name="consecutive_failures"' not in page
     staff.post(change, {**form(alice.tenant), "consecutive_failures": "0"})
     assert Endpoint.objects.get(pk=created["id"]).consecutive_failures == 12
+
+
+def test_deleting_in_the_admin_hides_the_endpoint_and_leaves_the_rows_to_the_job(staff, alice):
+    created = alice.client.post(
+        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/hooks"}, format="json"
+    ).json()
+    alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    delete = f"/admin/webhooks/endpoint/{created['id']}/delete/"
+    with CaptureQueriesContext(connection) as queries:
+        assert staff.get(delete).status_code == 200  # the confirmation page
+    assert not [q for q in queries.captured_queries if "deliveries_" in q["sql"]]
+    assert staff.post(delete, {"post": "yes"}).status_code == 302
+    assert alice.client.get(f"/api/v1/endpoints/{created['id']}").status_code == 404
+    assert Delivery.objects.filter(endpoint_id=created["id"]).count() == 1
+    endpoint_backlog_clear(endpoint_id=created["id"])
+    assert not Delivery.objects.filter(endpoint_id=created["id"]).exists()
+    assert not Endpoint.all_objects.filter(pk=created["id"]).exists()

@@ -5,6 +5,7 @@ import base64
 import pytest
 
 from deliveries.models import Delivery
+from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from dlq.models import DeadLetter
 
 URL = "http://127.0.0.1:9/hooks"
@@ -154,6 +155,8 @@ def test_deactivating_an_endpoint_parks_its_pending_deliveries(alice):
         f"/api/v1/endpoints/{endpoint['id']}", {"is_active": False}, format="json"
     )
     assert response.status_code == 200
+    # Parked by the background job the PATCH starts (what its Celery task runs).
+    endpoint_backlog_clear(endpoint_id=endpoint["id"])
     delivery = Delivery.objects.get(pk=event["deliveries"][0]["id"])
     assert delivery.status == Delivery.Status.DEAD
     assert DeadLetter.objects.get(delivery=delivery).reason == "endpoint deactivated"

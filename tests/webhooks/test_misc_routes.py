@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from django.db import OperationalError
 from django.test import Client
 
 from webhooks.models import ApiKey, Tenant
@@ -44,7 +45,9 @@ def test_healthz_is_ok_when_database_and_broker_answer(db):
     assert response.json() == {"database": "ok", "broker": "ok"}
 
 
-def test_healthz_names_the_broker_when_it_is_down(db, settings):
+def test_healthz_stays_200_and_names_the_broker_when_it_is_down(db, settings):
+    """Web processes keep accepting events during a Redis outage: a load balancer must
+    keep them (it answered 503, dropping every web node)."""
     from config.celery import app
 
     original = app.conf.broker_url
@@ -53,9 +56,24 @@ def test_healthz_names_the_broker_when_it_is_down(db, settings):
         response = Client().get("/healthz")
     finally:
         app.conf.broker_url = original
-    assert response.status_code == 503
-    assert response.json()["broker"] == "unavailable"
+    assert response.status_code == 200
+    assert response.json()["database"] == "ok"
+    assert response.json()["broker"] == "down"
     assert "broker" in response.json()["message"]
+
+
+def test_healthz_is_503_when_the_database_does_not_answer(db, monkeypatch):
+    from django.db import connection
+
+    def refused(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    with monkeypatch.context() as patched:  # undone before the test database's teardown
+        patched.setattr(connection, "cursor", refused)
+        response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["database"] == "down"
+    assert "database" in response.json()["message"]
 
 
 def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, live_server):

@@ -6,6 +6,14 @@ from rest_framework import serializers
 
 from deliveries.statuses import public_status
 from webhooks.models import Endpoint, Event
+from webhooks.services.endpoints import headers_decrypted
+
+
+class PlainHeadersField(serializers.DictField):
+    """Header values are stored encrypted; the tenant reads and writes them plain."""
+
+    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
+        return super().to_representation(headers_decrypted(value))
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -17,7 +25,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         child=serializers.CharField(trim_whitespace=False), required=False
     )
     rate_limit = serializers.IntegerField(allow_null=True, required=False)
-    headers = serializers.DictField(
+    headers = PlainHeadersField(
         child=serializers.CharField(trim_whitespace=False, allow_blank=True), required=False
     )
 

@@ -11,7 +11,8 @@ from django.utils.dateparse import parse_datetime
 from core import crypto
 from core.exceptions import InvalidInput
 from deliveries.services.creation import deliveries_create_for_event
-from deliveries.services.lifecycle import EndpointInactive, deliveries_kill_for_endpoint
+from deliveries.services.endpoint_backlogs import endpoint_backlog_publish_on_commit
+from deliveries.services.lifecycle import EndpointInactive
 from deliveries.signing import generate_secret
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoint_rules import endpoint_fields_check
@@ -36,6 +37,8 @@ def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
     fields = endpoint_fields_check(fields=fields)
     if "url" not in fields:
         raise InvalidInput("url", "This field is required.")
+    if "headers" in fields:
+        fields["headers"] = _headers_encrypted(fields["headers"])
     with transaction.atomic():
         # The tenant row lock serialises creations of one tenant, so two concurrent
         # requests cannot both take the last place under the limit.
@@ -60,10 +63,14 @@ def endpoint_limit_check(*, tenant: Tenant) -> None:
 
 @transaction.atomic
 def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
-    """Change fields; deactivating parks the pending deliveries in the dead-letter queue."""
+    """Change fields, in one short transaction whatever the backlog: deactivating stops
+    claims at once, and a background job parks the pending deliveries in the dead-letter
+    queue afterwards (deliveries/services/endpoint_backlogs.py)."""
     _check_names(fields)
     fields = endpoint_fields_check(fields=fields)
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
+    if "headers" in fields:
+        fields["headers"] = _headers_encrypted(fields["headers"])
     if fields.get("is_active") is True:
         # Re-activating is the manual recovery: a clean bill of health, circuit closed.
         fields = {**fields, **HEALTH_CLEARED}
@@ -71,7 +78,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
         setattr(endpoint, name, value)
     endpoint.save(update_fields=[*fields, "updated_at"])
     if was_active and not endpoint.is_active:
-        deliveries_kill_for_endpoint(endpoint_id=endpoint.id, reason="endpoint deactivated")
+        endpoint_backlog_publish_on_commit(endpoint_id=endpoint.id)
     return endpoint
 
 
@@ -82,7 +89,17 @@ def _check_names(fields: dict[str, Any]) -> None:
 
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
-    endpoint.delete()
+    """Gone for the tenant at once (404, hidden everywhere, nothing more claimed or
+    routed to it); its deliveries, attempts and dead letters, then the row itself, are
+    removed afterwards by a background job in bounded batches. One short UPDATE however
+    deep the backlog, so the request never waits on it or on a recorder."""
+    now = timezone.now()
+    with transaction.atomic():
+        marked = Endpoint.objects.filter(pk=endpoint.pk).update(
+            is_active=False, deleted_at=now, updated_at=now
+        )
+        if marked:
+            endpoint_backlog_publish_on_commit(endpoint_id=endpoint.pk)
 
 
 def endpoint_secret(*, endpoint: Endpoint) -> str:
@@ -102,6 +119,21 @@ def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
     endpoint.secret = crypto.encrypt(generate_secret())
     endpoint.save(update_fields=["secret", "previous_secrets", "updated_at"])
     return endpoint
+
+
+def endpoint_headers(*, endpoint: Endpoint) -> dict[str, str]:
+    """The custom headers in plain text (sent with each webhook, shown to the tenant).
+    Their values are stored encrypted like secrets: they are often credentials."""
+    return headers_decrypted(endpoint.headers)
+
+
+def headers_decrypted(headers: dict[str, str] | None) -> dict[str, str]:
+    """Stored header values (Fernet tokens under their plain names) in plain text."""
+    return {name: crypto.decrypt(token) for name, token in (headers or {}).items()}
+
+
+def _headers_encrypted(headers: dict[str, str]) -> dict[str, str]:
+    return {name: crypto.encrypt(value) for name, value in headers.items()}
 
 
 def endpoint_signing_secrets(*, endpoint: Endpoint) -> list[str]:
@@ -125,12 +157,13 @@ def _expiry(item: dict[str, str]) -> datetime:
 
 
 def endpoint_secrets_reencrypt() -> int:
-    """Re-encrypt every stored secret with the first HOMING_ENCRYPTION_KEY; returns how many
-    endpoints (the key rotation command). Row by row, each in its own short transaction."""
+    """Re-encrypt every stored secret and header value with the first
+    HOMING_ENCRYPTION_KEY; returns how many endpoints (the key rotation command). Row by
+    row, each in its own short transaction."""
     done = 0
-    for pk in Endpoint.objects.values_list("pk", flat=True).iterator(chunk_size=500):
+    for pk in Endpoint.all_objects.values_list("pk", flat=True).iterator(chunk_size=500):
         with transaction.atomic():
-            endpoint = Endpoint.objects.select_for_update().filter(pk=pk).first()
+            endpoint = Endpoint.all_objects.select_for_update().filter(pk=pk).first()
             if endpoint is None:
                 continue
             endpoint.secret = crypto.reencrypt(endpoint.secret)
@@ -138,7 +171,10 @@ def endpoint_secrets_reencrypt() -> int:
                 {**item, "secret": crypto.reencrypt(item["secret"])}
                 for item in endpoint.previous_secrets or []
             ]
-            endpoint.save(update_fields=["secret", "previous_secrets"])
+            endpoint.headers = {
+                name: crypto.reencrypt(token) for name, token in (endpoint.headers or {}).items()
+            }
+            endpoint.save(update_fields=["secret", "previous_secrets", "headers"])
         done += 1
     return done
 

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
+from deliveries.services.endpoint_backlogs import endpoint_backlogs_work
 from deliveries.services.scheduling import deliveries_sweep
 from dlq.services.retention import retention_purge
 
@@ -22,6 +23,10 @@ TICK_SECONDS = 0.25
 # Retention (finished events, expired idempotency records), in small batches.
 PURGE_EVERY_SECONDS = 60
 PURGE_BUDGET_SECONDS = 0.5  # per tick: sweeps must not wait for a long purge
+# Backlogs of deactivated and deleted endpoints that their job left (killed, or its
+# message lost): looked for this often, then worked off a budget per tick.
+BACKLOGS_EVERY_SECONDS = 10
+BACKLOGS_BUDGET_SECONDS = 0.5
 
 
 class Command(BaseCommand):
@@ -37,7 +42,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.set())
         logger.info("scheduler: sweeping every %s s", options["tick"])
-        next_purge = time.monotonic()
+        next_purge = next_backlogs = time.monotonic()
         while not stopping.is_set():
             try:
                 report = deliveries_sweep()
@@ -48,6 +53,10 @@ class Command(BaseCommand):
                     # A backlog is worked off a budget per tick, between sweeps.
                     wait = PURGE_EVERY_SECONDS if purged.complete else 0
                     next_purge = time.monotonic() + wait
+                if time.monotonic() >= next_backlogs:
+                    done = endpoint_backlogs_work(time_budget=BACKLOGS_BUDGET_SECONDS)
+                    wait = BACKLOGS_EVERY_SECONDS if done else 0
+                    next_backlogs = time.monotonic() + wait
             except DatabaseError:
                 # PostgreSQL restarting: drop the broken connection and try again.
                 logger.warning("database unavailable; retrying", exc_info=True)

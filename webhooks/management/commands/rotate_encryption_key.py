@@ -16,7 +16,10 @@ from webhooks.services.endpoints import endpoint_secrets_reencrypt
 
 
 class Command(BaseCommand):
-    help = "Re-encrypt every endpoint secret with the first key of HOMING_ENCRYPTION_KEY."
+    help = (
+        "Re-encrypt every endpoint secret and custom header value with the first key of "
+        "HOMING_ENCRYPTION_KEY."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
