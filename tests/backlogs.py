@@ -41,10 +41,21 @@ def pending_backlog(
     (50,000 in a fraction of a second), due at the SQL expression `due`."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
+            f"""{RESERVE_SEQUENCES}
+            INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
                 status, attempt_count, schedule_offset, next_attempt_at, last_error,
-                created_at, updated_at)
-            SELECT 'dlv_bulk' || n, %s, %s, %s, 'pending', 0, 0, {due}, '', now(), now()
+                created_at, updated_at, sequence)
+            SELECT 'dlv_bulk' || n, %s, %s, %s, 'pending', 0, 0, {due}, '', now(), now(),
+                (SELECT last FROM reserved) - %s + n
             FROM generate_series(1, %s) AS n""",
-            [endpoint.tenant_id, event.id, endpoint.id, rows],
+            [endpoint.id, rows, endpoint.tenant_id, event.id, endpoint.id, rows, rows],
         )
+
+
+# `reserved(last)`: `rows` sequence numbers of `endpoint_id`, as ingestion takes them.
+RESERVE_SEQUENCES = """
+    WITH reserved AS (
+        INSERT INTO deliveries_sequencecounter (endpoint_id, last, purged_through)
+        VALUES (%s, %s, 0) ON CONFLICT (endpoint_id)
+        DO UPDATE SET last = deliveries_sequencecounter.last + EXCLUDED.last RETURNING last
+    )"""

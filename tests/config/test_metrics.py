@@ -132,10 +132,10 @@ def test_a_scrape_reads_a_bounded_number_of_rows_however_big_the_tables(alice):
         cursor.execute(
             f"""INSERT INTO {table} (id, tenant_id, event_id, endpoint_id, status,
                 attempt_count, schedule_offset, next_attempt_at, last_error, created_at,
-                updated_at)
+                updated_at, sequence)
             SELECT 'dlv_m' || n, tenant_id, event_id, endpoint_id,
                 CASE WHEN n %% 2 = 0 THEN 'pending' ELSE 'dead' END, 0, 0,
-                CASE WHEN n %% 2 = 0 THEN now() + interval '1 day' END, '', now(), now()
+                CASE WHEN n %% 2 = 0 THEN now() + interval '1 day' END, '', now(), now(), 1 + n
             FROM {table}, generate_series(1, 100000) AS n WHERE id = %s""",
             [delivery.id],
         )

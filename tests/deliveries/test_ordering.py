@@ -17,6 +17,7 @@ from deliveries.services.claims import deliveries_claim
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint, delivery_retry_now
 from deliveries.services.recording import Outcome, attempts_record
 from dlq.models import DeadLetter
+from webhooks.models import Endpoint
 from webhooks.services.events import event_ingest
 
 from ..dlq.test_replay import run_replay_jobs
@@ -168,6 +169,7 @@ def test_deactivation_parks_waiting_deliveries_too(alice):
     endpoint = make_endpoint(alice)
     for n in range(3):
         post(alice, "k", n)
+    Endpoint.objects.filter(pk=endpoint).update(is_active=False)
     assert deliveries_kill_for_endpoint(endpoint_id=endpoint, reason="endpoint deactivated") == 3
     assert set(Delivery.objects.values_list("status", flat=True)) == {"dead"}
 

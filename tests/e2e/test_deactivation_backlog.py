@@ -13,6 +13,7 @@ from django.db import connection
 from deliveries.models import Delivery
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from dlq.models import DeadLetter
+from tests.backlogs import RESERVE_SEQUENCES
 from webhooks.models import Endpoint
 
 pytestmark = pytest.mark.e2e
@@ -31,13 +32,14 @@ def test_a_50000_deep_backlog_is_parked_in_bounded_memory_while_others_flow(
     event_id = Delivery.objects.get(endpoint=endpoint).event_id
     with connection.cursor() as cursor:  # fast: one INSERT … SELECT, far in the future
         cursor.execute(
-            f"""INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
+            f"""{RESERVE_SEQUENCES}
+            INSERT INTO {Delivery._meta.db_table} (id, tenant_id, event_id, endpoint_id,
                 status, attempt_count, schedule_offset, next_attempt_at, last_error,
-                created_at, updated_at)
+                created_at, updated_at, sequence)
             SELECT 'dlv_bulk' || n, %s, %s, %s, 'pending', 0, 0,
-                now() + interval '1 day', '', now(), now()
+                now() + interval '1 day', '', now(), now(), (SELECT last FROM reserved) - %s + n
             FROM generate_series(1, %s) AS n""",
-            [alice.tenant.id, event_id, endpoint.id, BACKLOG],
+            [endpoint.id, BACKLOG, alice.tenant.id, event_id, endpoint.id, BACKLOG, BACKLOG],
         )
     healthy = receiver_factory()
     assert (

@@ -72,7 +72,7 @@ def test_the_migration_encrypts_existing_plain_header_values(transactional_db):
     )
     assert "alice-very-secret" in raw_headers("ep_h")
 
-    migrate([("webhooks", "0007_encrypt_headers")])
+    migrate([("webhooks", "0009_encrypt_headers")])
     migrate(latest())
 
     assert "alice-very-secret" not in raw_headers("ep_h")
