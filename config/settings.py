@@ -41,6 +41,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.request_id.RequestIdMiddleware",  # first: every answer carries X-Request-ID
+    "config.nul_guard.NulGuardMiddleware",  # a NUL byte would reach PostgreSQL: 400/404
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
