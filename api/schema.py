@@ -3,8 +3,8 @@
 A client generated from `/api/v1/schema/`, or a fuzzer reading it, must meet no status it
 was not told about. Every operation gets the errors that follow from its shape — 401 where
 a key is needed, 404 where the path names an object, 400 where it reads a body, a query
-parameter or a header, 415 where DRF parses the body — and views add their own (409, 413,
-422, 429, 503) with `errors()`.
+parameter or a header, 413 and 415 where it reads a body — and views add their own (409,
+410, 422, 429, 503) with `errors()`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
+class FeedExpiredSerializer(serializers.Serializer):
+    """410: the catch-up feed no longer holds what was asked for."""
+
+    message = serializers.CharField()
+    oldest_sequence = serializers.IntegerField()
+
+
 class BackpressureSerializer(serializers.Serializer):
     """429: the tenant posts faster than allowed, or has too many unfinished deliveries."""
 
@@ -40,13 +47,17 @@ WHY = {
     401: "No API key, or one that is not valid.",
     404: "No such object for this API key (another tenant's id is not found either).",
     409: "Conflict: the object's state does not allow it now (the message says why).",
+    410: "Gone: older than what is retained; `oldest_sequence` is the oldest one kept.",
     413: "The request body is too large.",
     415: "The body is not `Content-Type: application/json`.",
     422: "This Idempotency-Key was used with a different body.",
     429: "Backpressure: wait `Retry-After` seconds, then send it again; nothing was written.",
     503: "Busy for a moment; nothing was written: send it again (after `Retry-After`, if given).",
 }
-BODIES: dict[int, type[serializers.Serializer]] = {429: BackpressureSerializer}
+BODIES: dict[int, type[serializers.Serializer]] = {
+    410: FeedExpiredSerializer,
+    429: BackpressureSerializer,
+}
 
 # Response headers: drf-spectacular puts these on the operations that list them.
 RETRY_AFTER = OpenApiParameter(
@@ -107,8 +118,10 @@ class ApiSchema(AutoSchema):
             implied.append(404)
         # DRF's JSON parser refuses another Content-Type; the event intake reads any body
         # as JSON (webhooks.api.intake), and its views say so.
-        if operation.get("requestBody") and not getattr(self.view, "reads_any_content_type", False):
-            implied.append(415)
+        if operation.get("requestBody"):
+            implied.append(413)  # over DATA_UPLOAD_MAX_MEMORY_SIZE (intake: its own limits)
+            if not getattr(self.view, "reads_any_content_type", False):
+                implied.append(415)
         return sorted(implied)
 
 

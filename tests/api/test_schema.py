@@ -39,7 +39,7 @@ def test_every_error_has_the_error_body(schema):
     assert set(schema["components"]["schemas"]["Error"]["properties"]) == {"message", "errors"}
     for method, path, operation in operations(schema):
         for code, response in operation["responses"].items():
-            if code != "429" and code[0] in "45":
+            if code not in ("410", "429") and code[0] in "45":
                 assert response["content"]["application/json"]["schema"] == error, (path, code)
 
 
@@ -51,6 +51,7 @@ def test_an_operation_on_an_id_documents_404_and_one_that_reads_input_400(schema
         assert ("400" in operation["responses"]) == bool(reads_input), (method, path)
         parsed_by_drf = "requestBody" in operation and not path.startswith("/api/v1/events")
         assert ("415" in operation["responses"]) == parsed_by_drf, (method, path)
+        assert ("413" in operation["responses"]) == ("requestBody" in operation), (method, path)
 
 
 def test_a_form_body_where_json_is_read_is_the_documented_415(alice, schema):
@@ -121,3 +122,12 @@ def test_endpoint_fields_state_the_limits_the_rules_enforce(schema):
     assert (fields["rate_limit"]["minimum"], fields["rate_limit"]["maximum"]) == (1, 10_000)
     assert fields["headers"]["maxProperties"] == 20
     assert fields["disabled_reason"]["nullable"] is True
+
+
+def test_a_body_over_the_upload_limit_is_the_documented_json_413(alice, schema, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    body = '{"url": "http://127.0.0.1:9/h", "description": "%s"}' % ("x" * 20_000)
+    response = alice.client.post("/api/v1/endpoints", body, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json() == {"message": "The request body is larger than 10000 bytes."}
+    assert "413" in schema["paths"]["/api/v1/endpoints"]["post"]["responses"]

@@ -44,7 +44,7 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     description="Replays the first answer, byte for byte, for HOMING_IDEMPOTENCY_TTL",
 )
 # What POST /events and POST /events/batch answer besides 202 and 400.
-INTAKE_ERRORS = errors(409, 413, 422, 429, 503)
+INTAKE_ERRORS = errors(409, 422, 429, 503)
 INTAKE_PARAMETERS = [IDEMPOTENCY_PARAMETER, RETRY_AFTER, RETRY_AFTER_IF_GIVEN]
 NO_BODY = "Reads no request body (one sent is ignored)."
 
