@@ -179,8 +179,19 @@ def one_of_each(alice):
     return alice
 
 
-def _real_id(view_class: type, tenant) -> str:
-    model = getattr(view_class, "model", None) or view_class.serializer_class.Meta.model
+# The kind of object a path's `{id}` names, by the collection it follows.
+COLLECTIONS = {
+    "endpoints": Endpoint,
+    "events": Event,
+    "deliveries": Delivery,
+    "dead-letters": DeadLetter,
+}
+
+
+def _real_id(path: str, view_class: type, tenant) -> str:
+    collection = path.removeprefix("/api/v1/").split("/")[0]
+    model = COLLECTIONS.get(collection) or getattr(view_class, "model", None)
+    assert model is not None, f"which objects does {path} name? add it to COLLECTIONS"
     return model.objects.filter(tenant=tenant).values_list("pk", flat=True).first()
 
 
@@ -207,7 +218,7 @@ def test_no_route_answers_500_to_a_superscript_limit_or_a_nul_anywhere(one_of_ea
         walked.append((method, path))
         if method != "GET":
             continue
-        real = PATH_PARAMETER.sub(_real_id(view_class, alice.tenant) or "none", path)
+        real = PATH_PARAMETER.sub(_real_id(path, view_class, alice.tenant), path)
         declared = _query_parameters(schema, method, path)
         probes = dict.fromkeys(declared, "a\x00b") | {"limit": "²"}
         for name, value in probes.items():
