@@ -2,8 +2,8 @@
 
 A client generated from `/api/v1/schema/`, or a fuzzer reading it, must meet no status it
 was not told about. Every operation gets the errors that follow from its shape — 401 where
-a key is needed, 404 where the path names an object, 400 where it reads a body, a query
-parameter or a header, 413 and 415 where it reads a body — and views add their own (409,
+a key is needed, 404 where the path names an object, 400 (bad input; on any route a NUL
+byte in the query string), 413 and 415 where it reads a body — and views add their own (409,
 410, 422, 429, 503) with `errors()`.
 """
 
@@ -43,7 +43,10 @@ class BackpressureSerializer(serializers.Serializer):
 
 
 WHY = {
-    400: "Invalid input: `message` says what, `errors` names each field or parameter.",
+    400: (
+        "Invalid input: `message` says what, `errors` names each field or parameter (on any "
+        "route, a query parameter holding a NUL byte)."
+    ),
     401: "No API key, or one that is not valid.",
     404: "No such object for this API key (another tenant's id is not found either).",
     409: "Conflict: the object's state does not allow it now (the message says why).",
@@ -109,9 +112,9 @@ class ApiSchema(AutoSchema):
 
     def _implied_errors(self, operation: dict[str, Any]) -> list[int]:
         locations = {parameter["in"] for parameter in operation.get("parameters", [])}
-        implied = []
-        if operation.get("requestBody") or locations & {"query", "header"}:
-            implied.append(400)
+        # 400 everywhere: besides bad input, any route refuses a query parameter holding
+        # a NUL byte (config.nul_guard), read or not.
+        implied = [400]
         if operation.get("security"):
             implied.append(401)
         if "path" in locations:
