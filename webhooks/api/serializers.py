@@ -14,7 +14,11 @@ from webhooks.services.event_input import EVENT_TYPE
     {
         "type": "array",
         "maxItems": rules.MAX_EVENT_TYPES,
-        "items": {"type": "string", "pattern": f"^(?:{rules.EVENT_TYPE_PATTERN.pattern})$"},
+        "items": {
+            "type": "string",
+            "maxLength": 255,
+            "pattern": f"^(?:{rules.EVENT_TYPE_PATTERN.pattern})$",
+        },
     }
 )
 class EventTypesField(serializers.ListField):
@@ -34,9 +38,10 @@ class HeadersField(serializers.DictField):
     child = StrictCharField(trim_whitespace=False, allow_blank=True)
 
 
-# Every URL the rules accept starts so (the scheme in any case, then a host): the schema
-# may say it, and a client or fuzzer meets fewer refusals. The rules check the rest.
-URL_SCHEMA_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"
+# Every URL the rules accept matches this (the scheme in any case, then something, no
+# line break), so a URL that does not is refused; the rules check the rest. No `\S`:
+# JavaScript's takes U+FEFF for a space, Python's isspace() does not.
+URL_SCHEMA_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://.+$"
 
 
 @extend_schema_field(
