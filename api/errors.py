@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
@@ -30,6 +32,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"message": exc.message}, status=exc.status_code)
     if isinstance(exc, Http404):
         return Response({"message": "Not found."}, status=404)
+    if isinstance(exc, RequestDataTooBig):  # Django's refusal was an HTML 400 page
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response({"message": f"The request body is larger than {limit} bytes."}, status=413)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # a bug: let Django log it and answer 500

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.request_id.RequestIdMiddleware",  # first: every answer carries X-Request-ID
+    "config.nul_guard.NulGuardMiddleware",  # a NUL byte would reach PostgreSQL: 400/404
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -154,10 +155,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["api.permissions.IsTenant"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.negotiation.FirstRendererFallback",  # no 406
     "DEFAULT_PAGINATION_CLASS": "api.pagination.NewestFirstPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ApiSchema",  # declares each operation's errors
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -168,6 +170,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # bundled assets: the docs page works offline
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.link_lists_to_items",  # list -> item links (stateful clients, fuzzers)
+    ],
 }
 
 # --- Celery ---------------------------------------------------------------------------

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 
+from core.ids import ID_LENGTH as MAX_ID_LENGTH
 from dlq.selectors import Criteria
+
+# Dead letters exist between these days; outside them a filter date is a typo, and
+# 9999-12-31 overflowed `datetime` once "until" added its day (a 500).
+DAY_RANGE = [
+    MinValueValidator(date(2000, 1, 1), "Enter a date from 2000-01-01."),
+    MaxValueValidator(date(9998, 12, 31), "Enter a date until 9998-12-31."),
+]
 
 
 class DeadLetterFilter(forms.Form):
@@ -16,8 +25,8 @@ class DeadLetterFilter(forms.Form):
     endpoint = forms.CharField(required=False, max_length=40, label="Endpoint id")
     event_type = forms.CharField(required=False, max_length=255)
     reason = forms.CharField(required=False, max_length=200, label="Reason contains")
-    dead_after = forms.DateField(required=False, label="Dead from")
-    dead_before = forms.DateField(required=False, label="Dead until")
+    dead_after = forms.DateField(required=False, label="Dead from", validators=DAY_RANGE)
+    dead_before = forms.DateField(required=False, label="Dead until", validators=DAY_RANGE)
     replayed = forms.ChoiceField(
         required=False,
         choices=[("", "Waiting and replayed"), ("no", "Waiting only"), ("yes", "Replayed only")],
@@ -64,6 +73,9 @@ class SelectionForm(forms.Form):
             raise forms.ValidationError("Select at least one dead letter.")
         if len(ids) > self.MAX_IDS:
             raise forms.ValidationError(f"At most {self.MAX_IDS} dead letters at a time.")
+        if any(len(i) > MAX_ID_LENGTH or not i.isprintable() for i in ids):
+            # No id holds a NUL byte, which PostgreSQL would refuse (a 500): forged.
+            raise forms.ValidationError("Not a dead letter id.")
         cleaned["ids"] = ids
         return cleaned
 

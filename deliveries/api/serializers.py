@@ -2,20 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from api.fields import BlankAsNullField
 from deliveries.models import Attempt, Delivery
 from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 from deliveries.statuses import public_status
 
 
-class BlankAsNullField(serializers.CharField):
-    """An optional message stored as '' (CharField), shown as null when there is none."""
-
-    def to_representation(self, value: str) -> str | None:
-        return value or None
-
-
 class AttemptSerializer(serializers.ModelSerializer):
-    error = BlankAsNullField(read_only=True, allow_null=True)
+    error = BlankAsNullField()
 
     class Meta:
         model = Attempt
@@ -27,7 +21,7 @@ class DeliverySerializer(serializers.ModelSerializer):
     endpoint_id = serializers.CharField(read_only=True)
     status = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
-    last_error = BlankAsNullField(read_only=True, allow_null=True)
+    last_error = BlankAsNullField()
 
     class Meta:
         model = Delivery

@@ -6,6 +6,8 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.filters import QueryFilter, QueryFilters, id_filter
+from api.schema import errors
 from api.scoping import TenantScoped
 from deliveries.api.serializers import (
     DeliverySerializer,
@@ -16,24 +18,32 @@ from deliveries.api.serializers import (
 from deliveries.models import Delivery
 from deliveries.selectors import FeedExpired, endpoint_messages
 from deliveries.services.lifecycle import delivery_retry_now
+from deliveries.statuses import public_status
 from webhooks.models import Endpoint
-
-FILTERS = {"status": "status", "endpoint": "endpoint_id", "event": "event_id"}
 
 
 class DeliveryList(TenantScoped, generics.ListAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    filter_backends = [QueryFilters]
+    query_filters = [
+        QueryFilter(
+            "status",
+            "status__in",
+            "Only deliveries in this status.",
+            # Held deliveries are pending to the API (waiting, with `blocked_by`).
+            choices={
+                status: [s for s in Delivery.Status.values if public_status(s) == status]
+                for status in Delivery.Status.values
+                if public_status(status) == status
+            },
+        ),
+        id_filter("endpoint", "endpoint_id", "endpoint"),
+        id_filter("event", "event_id", "event"),
+    ]
 
     def get_queryset(self) -> QuerySet[Delivery]:
-        deliveries = super().get_queryset().prefetch_related("attempts")
-        for param, field in FILTERS.items():
-            if value := self.request.query_params.get(param):
-                if param == "status" and value == Delivery.Status.PENDING:
-                    # Held deliveries are pending to the API (waiting, with `blocked_by`).
-                    field, value = "status__in", [value, Delivery.Status.HELD]
-                deliveries = deliveries.filter(**{field: value})
-        return deliveries
+        return super().get_queryset().prefetch_related("attempts")
 
 
 class DeliveryDetail(TenantScoped, generics.RetrieveAPIView):
@@ -48,6 +58,11 @@ class DeliveryRetry(TenantScoped, generics.GenericAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
 
+    @extend_schema(
+        request=None,
+        responses={202: DeliverySerializer, **errors(409)},
+        description="One more attempt now, whatever the status. Reads no request body.",
+    )
     def post(self, request: Request, pk: str) -> Response:
         delivery = delivery_retry_now(delivery=self.get_object())
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

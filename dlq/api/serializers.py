@@ -4,6 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from api.fields import StrictCharField
 from dlq.models import DeadLetter
 
 
@@ -28,10 +29,10 @@ class DeadLetterSerializer(serializers.ModelSerializer):
 
 class BulkSelectionSerializer(serializers.Serializer):
     ids = serializers.ListField(
-        child=serializers.CharField(max_length=40), required=False, max_length=1000
+        child=StrictCharField(max_length=40), required=False, max_length=1000
     )
-    endpoint = serializers.CharField(required=False, max_length=40)
-    event_type = serializers.CharField(required=False, max_length=255)
+    endpoint = StrictCharField(required=False, max_length=40)
+    event_type = StrictCharField(required=False, max_length=255)
 
 
 class ReplayedSerializer(serializers.Serializer):

@@ -8,9 +8,10 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.filters import QueryFilter, QueryFilters, event_type_filter, id_filter
 from api.pagination import NewestFirstPagination
+from api.schema import errors
 from api.scoping import TenantScoped
-from core.exceptions import InvalidInput
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -30,7 +31,8 @@ class DeadLetterPagination(NewestFirstPagination):
     ordering = "-dead_at"
 
 
-REPLAYED_VALUES = {"true": True, "1": True, "false": False, "0": False}
+# `?replayed=true` keeps the replayed ones: those whose `replayed_at` is not null.
+REPLAYED_AT_ISNULL = {"true": False, "1": False, "false": True, "0": True}
 
 
 class InQueue(TenantScoped):
@@ -43,25 +45,23 @@ class InQueue(TenantScoped):
 class DeadLetterList(InQueue, generics.ListAPIView):
     serializer_class = DeadLetterSerializer
     pagination_class = DeadLetterPagination
-
-    def get_queryset(self) -> QuerySet[DeadLetter]:
-        letters = super().get_queryset()
-        params = self.request.query_params
-        if endpoint := params.get("endpoint"):
-            letters = letters.filter(endpoint_id=endpoint)
-        if event_type := params.get("event_type"):
-            letters = letters.filter(event_type=event_type)
-        if (replayed := params.get("replayed")) is not None:
-            if replayed not in REPLAYED_VALUES:
-                raise InvalidInput("replayed", "Use true or false.")
-            letters = letters.filter(replayed_at__isnull=not REPLAYED_VALUES[replayed])
-        return letters
+    filter_backends = [QueryFilters]
+    query_filters = [
+        id_filter("endpoint", "endpoint_id", "endpoint"),
+        event_type_filter("event_type", "event_type"),
+        QueryFilter(
+            "replayed",
+            "replayed_at__isnull",
+            "Only replayed ones (true) or only those still waiting (false).",
+            choices=REPLAYED_AT_ISNULL,
+        ),
+    ]
 
 
 class DeadLetterDetail(InQueue, generics.GenericAPIView):
     serializer_class = DeadLetterSerializer
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None, **errors(409)})
     def delete(self, request: Request, pk: str) -> Response:
         dead_letter_discard(dead_letter=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -73,6 +73,12 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
     def get_queryset(self) -> QuerySet[DeadLetter]:
         return super().get_queryset().select_related("endpoint")
 
+    @extend_schema(
+        request=None,
+        responses={202: DeadLetterSerializer, **errors(409)},
+        operation_id="dead_letter_replay",
+        description="Reads no request body (one sent is ignored).",
+    )
     def post(self, request: Request, pk: str) -> Response:
         letter = self.get_object()
         dead_letter_replay(dead_letter=letter)
@@ -89,7 +95,7 @@ def _criteria(request: Request) -> dict[str, Any]:
 class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
     serializer_class = BulkSelectionSerializer
 
-    @extend_schema(responses={202: ReplayedSerializer})
+    @extend_schema(responses={202: ReplayedSerializer}, operation_id="dead_letters_replay")
     def post(self, request: Request) -> Response:
         # Answers at once with the count; the replay itself runs in background batches.
         job = replay_job_create(criteria=_criteria(request))
@@ -99,7 +105,7 @@ class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
 class DeadLetterBulkDiscard(InQueue, generics.GenericAPIView):
     serializer_class = BulkSelectionSerializer
 
-    @extend_schema(responses={200: DiscardedSerializer})
+    @extend_schema(responses={200: DiscardedSerializer}, operation_id="dead_letters_discard")
     def post(self, request: Request) -> Response:
         discarded = dead_letters_discard(criteria=_criteria(request))
         return Response({"discarded": discarded}, status=status.HTTP_200_OK)

@@ -15,3 +15,18 @@ def test_an_unknown_api_route_is_a_json_404_whatever_the_method(db, method, path
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
     assert path in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    "path, extra",
+    [
+        ("/api/v1/endpoints", {"HTTP_ACCEPT": "text/html"}),
+        ("/api/v1/endpoints?format=xml", {}),
+        ("/api/v1/endpoints", {"HTTP_ACCEPT": "application/xml;q=1, */*;q=0"}),
+    ],
+)
+def test_the_api_answers_json_whatever_accept_or_format_ask_for(alice, path, extra):
+    response = alice.client.get(path, **extra)
+    assert response.status_code == 200  # was 406 and 404: statuses the schema did not declare
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"results": [], "next": None}

@@ -115,3 +115,30 @@ def test_dead_letters_of_one_deactivation_are_walked_once(alice):
     seen = walk(alice.client, "/api/v1/dead-letters?limit=100")
 
     assert len(seen) == 1200 and len(set(seen)) == 1200
+
+
+def test_a_page_of_large_events_stops_at_a_few_mib_and_next_gives_the_rest(alice):
+    """250 events of 256 KiB would be 64 MB in one answer: a page is bounded by bytes too."""
+    from api.pagination import MAX_PAGE_BYTES
+
+    big = {"blob": "x" * 200_000}
+    Event.objects.bulk_create(
+        Event(id=new_id("evt"), tenant=alice.tenant, type="a.b", data=big) for _ in range(45)
+    )
+
+    first = alice.client.get("/api/v1/events?limit=250")
+
+    assert first.status_code == 200
+    assert len(first.content) <= MAX_PAGE_BYTES + 250_000  # one row's worth over, at most
+    assert 10 <= len(first.json()["results"]) < 45
+    assert first.json()["next"] is not None
+    seen = walk(alice.client, "/api/v1/events?limit=250")
+    assert len(seen) == 45 and len(set(seen)) == 45
+
+
+def test_small_events_still_fill_a_page_of_250(alice):
+    Event.objects.bulk_create(
+        Event(id=new_id("evt"), tenant=alice.tenant, type="a.b", data={"n": n}) for n in range(260)
+    )
+    page = alice.client.get("/api/v1/events?limit=250").json()
+    assert len(page["results"]) == 250 and page["next"] is not None

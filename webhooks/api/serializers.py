@@ -2,32 +2,81 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.fields import BlankAsNullField, StrictBooleanField, StrictCharField, StrictIntegerField
 from deliveries.statuses import public_status
 from webhooks.models import Endpoint, Event
+from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
+from webhooks.services.event_input import EVENT_TYPE
 
 
-class PlainHeadersField(serializers.DictField):
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": rules.MAX_EVENT_TYPES,
+        "items": {
+            "type": "string",
+            "maxLength": 255,
+            "pattern": f"^(?:{rules.EVENT_TYPE_PATTERN.pattern})$",
+        },
+    }
+)
+class EventTypesField(serializers.ListField):
+    """Checked by endpoint_rules; the schema states the same limits."""
+
+    child = StrictCharField(trim_whitespace=False)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": rules.MAX_CUSTOM_HEADERS,
+        "additionalProperties": {"type": "string", "maxLength": rules.MAX_HEADER_VALUE},
+    }
+)
+class HeadersField(serializers.DictField):
     """Header values are stored encrypted; the tenant reads and writes them plain."""
+
+    child = StrictCharField(trim_whitespace=False, allow_blank=True)
 
     def to_representation(self, value: dict[str, str]) -> dict[str, str]:
         return super().to_representation(headers_decrypted(value))
+
+
+# Every URL the rules accept matches this (the scheme in any case, then something, no
+# line break), so a URL that does not is refused; the rules check the rest. No `\S`:
+# JavaScript's takes U+FEFF for a space, Python's isspace() does not.
+URL_SCHEMA_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://.+$"
+
+
+@extend_schema_field(
+    {"type": "string", "maxLength": rules.MAX_URL_LENGTH, "pattern": URL_SCHEMA_PATTERN}
+)
+class UrlField(StrictCharField):
+    pass
 
 
 class EndpointSerializer(serializers.ModelSerializer):
     """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
     (shared with the admin), so this only checks JSON types. It never carries the secret."""
 
-    url = serializers.CharField(trim_whitespace=False)
-    event_types = serializers.ListField(
-        child=serializers.CharField(trim_whitespace=False), required=False
+    url = UrlField(trim_whitespace=False, max_length=rules.MAX_URL_LENGTH)
+    description = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=Endpoint._meta.get_field("description").max_length,
     )
-    rate_limit = serializers.IntegerField(allow_null=True, required=False)
-    headers = PlainHeadersField(
-        child=serializers.CharField(trim_whitespace=False, allow_blank=True), required=False
+    event_types = EventTypesField(required=False)
+    rate_limit = StrictIntegerField(
+        allow_null=True, required=False, min_value=1, max_value=rules.MAX_RATE_LIMIT
     )
+    headers = HeadersField(required=False)
+    is_active = StrictBooleanField(required=False)
+    disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
 
     class Meta:
         model = Endpoint
@@ -79,14 +128,19 @@ class EventCreateSerializer(serializers.Serializer):
     Validation lives in `webhooks.services.event_input`, shared by every entry point.
     """
 
-    type = serializers.RegexField(r"^[A-Za-z0-9_.:\-]{1,255}$", max_length=255)
+    type = serializers.RegexField(f"^{EVENT_TYPE.pattern}$", max_length=255)
     data = serializers.DictField()
+    ordering_key = serializers.RegexField(
+        r"^[^\x00-\x1f\x7f-\x9f]{1,255}$", required=False, allow_null=True, max_length=255
+    )
 
 
 class EventBatchCreateSerializer(serializers.Serializer):
     """The body of POST /events/batch, for the OpenAPI schema only."""
 
-    events = EventCreateSerializer(many=True)
+    events = serializers.ListField(
+        child=EventCreateSerializer(), min_length=1, max_length=settings.HOMING_MAX_BATCH_EVENTS
+    )
 
 
 class EventDeliverySerializer(serializers.Serializer):

@@ -12,6 +12,8 @@ from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.filters import QueryFilters, event_type_filter
+from api.schema import RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors
 from api.scoping import TenantScoped
 from webhooks.api import intake
 from webhooks.api.serializers import (
@@ -37,10 +39,14 @@ from webhooks.services.endpoints import (
 
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "pattern": f"^{intake.IDEMPOTENCY_KEY.pattern}$"},
     OpenApiParameter.HEADER,
     description="Replays the first answer, byte for byte, for HOMING_IDEMPOTENCY_TTL",
 )
+# What POST /events and POST /events/batch answer besides 202 and 400.
+INTAKE_ERRORS = errors(409, 422, 429, 503)
+INTAKE_PARAMETERS = [IDEMPOTENCY_PARAMETER, RETRY_AFTER, RETRY_AFTER_IF_GIVEN]
+NO_BODY = "Reads no request body (one sent is ignored)."
 
 
 class EndpointList(TenantScoped, generics.ListCreateAPIView):
@@ -75,6 +81,7 @@ class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = SecretSerializer
 
+    @extend_schema(request=None, responses={200: SecretSerializer}, description=NO_BODY)
     def post(self, request: Request, pk: str) -> Response:
         endpoint = endpoint_rotate_secret(endpoint=self.get_object())
         return Response({"secret": endpoint_secret(endpoint=endpoint)})
@@ -94,7 +101,9 @@ class EndpointSendTest(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = TestEventSerializer
 
-    @extend_schema(request=None, responses={202: TestEventSerializer})
+    @extend_schema(
+        request=None, responses={202: TestEventSerializer, **errors(409)}, description=NO_BODY
+    )
     def post(self, request: Request, pk: str) -> Response:
         event, delivery = endpoint_send_test(endpoint=self.get_object())
         return Response(
@@ -105,12 +114,10 @@ class EndpointSendTest(TenantScoped, generics.GenericAPIView):
 class EventList(TenantScoped, generics.ListAPIView):
     model = Event
     serializer_class = EventSummarySerializer
-
-    def get_queryset(self) -> QuerySet[Event]:
-        events = super().get_queryset()
-        if event_type := self.request.query_params.get("type"):
-            events = events.filter(type=event_type)
-        return events
+    filter_backends = [QueryFilters]
+    query_filters = [event_type_filter("type", "type")]
+    page_weight_field = "data"  # a page stops short of MAX_PAGE_BYTES of event data
+    reads_any_content_type = True  # POST is intake's: no 415 (api.schema)
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Callable[..., HttpResponse]:
@@ -118,8 +125,8 @@ class EventList(TenantScoped, generics.ListAPIView):
 
     @extend_schema(
         request=EventCreateSerializer,
-        responses={202: EventSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
+        responses={202: EventSerializer, **INTAKE_ERRORS},
+        parameters=INTAKE_PARAMETERS,
     )
     def post(self, request: Request) -> HttpResponse:
         # Documents the route; `as_view` hands POST to intake.event_create directly.
@@ -130,6 +137,7 @@ class EventBatch(generics.GenericAPIView):
     """Many events in one request and one transaction: all are accepted or none."""
 
     serializer_class = EventBatchCreateSerializer  # OPTIONS describes it (it was a 500)
+    reads_any_content_type = True  # POST is intake's: no 415 (api.schema)
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Callable[..., HttpResponse]:
@@ -137,8 +145,8 @@ class EventBatch(generics.GenericAPIView):
 
     @extend_schema(
         request=EventBatchCreateSerializer,
-        responses={202: EventBatchSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
+        responses={202: EventBatchSerializer, **INTAKE_ERRORS},
+        parameters=INTAKE_PARAMETERS,
         description=(
             "1 to HOMING_MAX_BATCH_EVENTS events, each as for POST /events. All or nothing: "
             "an invalid item is a 400 naming it (`events[3].type`) and nothing is written."

@@ -8,9 +8,11 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
+from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, Tenant
 
 API_KEY_PREFIX = "hom_"
+MAX_TENANT_NAME = Tenant._meta.get_field("name").max_length or 200
 
 
 def _hash_key(raw_key: str) -> str:
@@ -20,6 +22,10 @@ def _hash_key(raw_key: str) -> str:
 @transaction.atomic
 def tenant_create(*, name: str) -> tuple[Tenant, str]:
     """Create a tenant and its first API key; the key is returned once, never stored."""
+    if not 1 <= len(name) <= MAX_TENANT_NAME:
+        raise InvalidInput("name", f"Must be 1 to {MAX_TENANT_NAME} characters.")
+    if not name.isprintable():
+        raise InvalidInput("name", "Must hold printable characters only.")
     tenant = Tenant.objects.create(name=name)
     return tenant, api_key_create(tenant=tenant)
 
