@@ -148,7 +148,7 @@ def test_it_deactivates_an_endpoint_failing_for_the_configured_time(alice, setti
     alice.client.patch(f"/api/v1/endpoints/{down}", {"is_active": True}, format="json")
     shown = alice.client.get(f"/api/v1/endpoints/{down}").json()
     assert (shown["disabled_reason"], shown["failing_since"], shown["consecutive_failures"]) == (
-        "",
+        None,
         None,
         0,
     )

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from core.redis import redis_client
 from deliveries.models import Delivery
+from deliveries.services.sequences import sequences_take
 from webhooks.models import Event, IdempotencyRecord, Tenant
 from webhooks.services import backpressure, tenants
 
@@ -147,8 +148,9 @@ def test_the_backlog_counts_deliveries_other_processes_created(alice, settings, 
             event=event,
             endpoint_id=endpoint_id,
             next_attempt_at=event.created_at,
+            sequence=sequence,
         )
-        for _ in range(2)
+        for sequence in sequences_take([endpoint_id] * 2)
     )
     time.sleep(backpressure.BACKLOG_FRESH_SECONDS + 0.05)
     _assert_throttled(_post(alice), "backlog_full")
