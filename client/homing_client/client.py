@@ -57,17 +57,33 @@ class Client:
         self._sleep = sleep
 
     def publish(
-        self, type: str, data: Mapping[str, Any], idempotency_key: str | None = None
+        self,
+        type: str,
+        data: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        ordering_key: str | None = None,
     ) -> dict[str, Any]:
-        """Create one event; returns Homing's 202 body (``id``, ``deliveries``, ...)."""
-        body = _encode({"type": type, "data": data})
-        return self._post("/api/v1/events", body, idempotency_key or new_idempotency_key())
+        """Create one event; returns Homing's 202 body (``id``, ``deliveries``, ...).
+        Events with one ``ordering_key`` reach each endpoint one at a time, in order."""
+        event: dict[str, Any] = {"type": type, "data": data}
+        if ordering_key is not None:
+            event["ordering_key"] = ordering_key
+        return self._post(
+            "/api/v1/events", _encode(event), idempotency_key or new_idempotency_key()
+        )
 
     def publish_batch(
         self, events: Iterable[Mapping[str, Any]], idempotency_key: str | None = None
     ) -> list[dict[str, Any]]:
         """Create several events at once, all or nothing; returns them in order."""
-        items = [{"type": event["type"], "data": event["data"]} for event in events]
+        items = [
+            {
+                "type": event["type"],
+                "data": event["data"],
+                **({"ordering_key": event["ordering_key"]} if event.get("ordering_key") else {}),
+            }
+            for event in events
+        ]
         body = _encode({"events": items})
         answer = self._post("/api/v1/events/batch", body, idempotency_key or new_idempotency_key())
         return answer["events"]

@@ -32,6 +32,10 @@ class OutboxEvent(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     # The id of the event Homing created for this row (from its 202 answer).
     event_id = models.CharField(max_length=255, blank=True, default="")
+    # Rows of one key reach Homing in the order their transactions committed:
+    # key_sequence is that order (OutboxKey, locked until the writer's commit).
+    ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    key_sequence = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name = "outbox event"
@@ -46,7 +50,25 @@ class OutboxEvent(models.Model):
             ),
             # The admin's status filter, listed newest first.
             models.Index(fields=["status", "-created_at"], name="homing_outbox_status_idx"),
+            # The relay's check that no earlier row of a key is still waiting.
+            models.Index(
+                fields=["ordering_key", "key_sequence"],
+                condition=models.Q(status="pending", ordering_key__isnull=False),
+                name="homing_outbox_key_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.type} ({self.id}, {self.status})"
+
+
+class OutboxKey(models.Model):
+    """The last key_sequence given to a row of one ordering key. A writer updates it in
+    its own transaction, so the next writer of the key waits for that commit: key order
+    is commit order."""
+
+    key = models.CharField(primary_key=True, max_length=255)
+    last = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.last}"

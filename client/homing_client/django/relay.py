@@ -52,6 +52,8 @@ class BatchResult:
     claimed: int = 0
     sent: int = 0
     failed: int = 0
+    # Rows left for later: an earlier row of their ordering key is another relay's now.
+    deferred: int = 0
     # Why Homing could not be reached; the rows from there on stay pending.
     unavailable: str | None = None
     # Seconds Homing asked the relay to wait before the next try (a 429's Retry-After).
@@ -59,7 +61,8 @@ class BatchResult:
 
     def drained(self, batch_size: int) -> bool:
         """Nothing was left pending: fewer rows than asked for, and every one handled."""
-        return self.claimed < batch_size and self.sent + self.failed == self.claimed
+        handled = self.sent + self.failed + self.deferred
+        return self.claimed < batch_size and handled == self.claimed
 
 
 def client_from_settings() -> Client:
@@ -99,12 +102,19 @@ def outbox_relay_batch(
             .select_for_update(skip_locked=True)[:batch_size]
         )
         result.claimed = len(rows)
+        rows = _in_key_order(rows)
+        behind_others = _keys_behind_other_relays(rows, alias)
         for row in rows:
             if time.monotonic() > deadline:
                 break
+            if row.ordering_key in behind_others:
+                result.deferred += 1
+                continue
             row.attempts += 1
             try:
-                event = client.publish(row.type, row.data, idempotency_key=row.id)
+                event = client.publish(
+                    row.type, row.data, idempotency_key=row.id, ordering_key=row.ordering_key
+                )
             except HomingError as error:
                 row.last_error = str(error)[:2000]
                 if _refused_by_a_working_homing(error, client):
@@ -132,6 +142,35 @@ def outbox_relay_batch(
                 row.save(update_fields=["attempts", "status", "sent_at", "event_id", "last_error"])
                 result.sent += 1
     return result
+
+
+def _in_key_order(rows: list[OutboxEvent]) -> list[OutboxEvent]:
+    """The batch with each ordering key's rows in key_sequence (commit) order, in the
+    places its rows had; rows without a key stay where they are."""
+    by_key: dict[str, list[OutboxEvent]] = {}
+    for row in rows:
+        if row.ordering_key is not None:
+            by_key.setdefault(row.ordering_key, []).append(row)
+    queues = {
+        key: iter(sorted(keyed, key=lambda r: r.key_sequence or 0)) for key, keyed in by_key.items()
+    }
+    return [row if row.ordering_key is None else next(queues[row.ordering_key]) for row in rows]
+
+
+def _keys_behind_other_relays(rows: list[OutboxEvent], alias: str) -> set[str]:
+    """Keys with an earlier pending row this batch does not hold (another relay's, in
+    flight): their rows here wait, so that a key's rows never overtake each other."""
+    first: dict[str, int] = {}
+    for row in rows:
+        if row.ordering_key is not None:
+            first[row.ordering_key] = min(first.get(row.ordering_key, 2**63), row.key_sequence or 0)
+    held = [row.id for row in rows]
+    pending = OutboxEvent.objects.using(alias).filter(status=OutboxEvent.Status.PENDING)
+    return {
+        key
+        for key, sequence in first.items()
+        if pending.filter(ordering_key=key, key_sequence__lt=sequence).exclude(pk__in=held).exists()
+    }
 
 
 def _refused_by_a_working_homing(error: HomingError, client: Client) -> bool:

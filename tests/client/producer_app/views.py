@@ -17,7 +17,7 @@ def create_orders(request: HttpRequest) -> JsonResponse:
     """Create `count` orders and publish an `order.created` event for each, atomically.
 
     Options in the JSON body: `fail` (roll back after publishing), `unserializable`
-    (data JSON cannot carry), `big` (data over Homing's payload limit).
+    (data JSON cannot carry), `big` (data over Homing's payload limit), `ordering_key`.
     """
     spec = json.loads(request.body or b"{}")
     outbox_ids: list[str] = []
@@ -35,7 +35,9 @@ def create_orders(request: HttpRequest) -> JsonResponse:
                     data["tags"] = {"gift", "express"}  # a set: not JSON
                 if spec.get("big"):
                     data["note"] = "x" * 300_000  # over Homing's 256 KiB payload limit
-                outbox_ids.append(publish_on_commit("order.created", data))
+                outbox_ids.append(
+                    publish_on_commit("order.created", data, ordering_key=spec.get("ordering_key"))
+                )
             if spec.get("fail"):
                 raise CustomerChangedTheirMind
     except CustomerChangedTheirMind:
