@@ -46,6 +46,16 @@ def print_table(r: dict[str, Any]) -> None:
             f"{'' if f['complete'] else ' (time cap hit)'}  dup {f['duplicates']}",
             ">= 3500/s, >= 30% of aiohttp (1w: >= 25%)",
         )
+    ordering = r.get("ordering")
+    if ordering:
+        keyed, unkeyed = ordering["keyed"], ordering["unkeyed"]
+        duplicates = keyed["received"] - keyed["unique"]
+        add(
+            f"Ordering: one endpoint's backlog, {keyed['keys']} keys vs none",
+            f"{keyed['deliveries_per_s']} vs {unkeyed['deliveries_per_s']} del/s "
+            f"({ordering['keyed_share_of_unkeyed']:.0%})  dup {duplicates}",
+            "keyed >= 60% of unkeyed",
+        )
     for label, f in r.get("delivery_live", {}).items():
         tail = f["seconds_last_accept_to_last_receipt"]
         add(

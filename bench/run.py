@@ -24,10 +24,11 @@ from bench.stack import BenchError, Stack, say
 from bench.steps_delivery import DeliverySteps
 from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
+from bench.steps_ordering import OrderingSteps
 from bench.steps_web import WebSteps
 
 
-class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
+class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, OrderingSteps):
     # --- the run -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -76,6 +77,10 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
         if self.args.only == "ingestion":
             self.ingestion_only(headline)
             return
+        if self.args.only == "ordering":
+            self.start_web()
+            self.ordering(max(self.args.workers))
+            return
         self.gunicorn_ceilings()
         if headline:
             self.wrk_ceiling()
@@ -88,6 +93,7 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps):
         self.ingest_paced()
         for i, workers in enumerate(self.args.workers):
             self.backlog(workers, profile=self.args.profile and i == len(self.args.workers) - 1)
+        self.ordering(max(self.args.workers))
         running = self.live(max(self.args.workers))
         try:
             if headline:
@@ -161,8 +167,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion"],
-        help="ingestion: only the isolated ingestion figures and their gunicorn ceiling",
+        choices=["ingestion", "ordering"],
+        help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
+        "ordering: only one endpoint's backlog drained with and without ordering keys",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)

@@ -281,7 +281,8 @@ class Stack:
         with psycopg.connect(self._dsn(), autocommit=True) as conn:
             cursor = conn.execute(
                 "UPDATE deliveries_delivery SET status = 'succeeded', next_attempt_at = NULL, "
-                "lease_expires_at = NULL WHERE status IN ('pending', 'delivering')"
+                "lease_expires_at = NULL, blocked_by = NULL "
+                "WHERE status IN ('pending', 'held', 'delivering')"
             )
             leftover = cursor.rowcount
         client = redis.Redis.from_url(self.redis.url, socket_timeout=10)  # type: ignore[union-attr]
