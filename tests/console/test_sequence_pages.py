@@ -34,3 +34,21 @@ def test_the_endpoint_and_delivery_pages_show_sequences(staff, alice):
     second = Delivery.objects.get(event_id=events[1]["id"])
     detail = staff.get(f"/deliveries/{second.id}/").content.decode()
     assert "<dt>Sequence</dt><dd>2 (homing-sequence)</dd>" in detail
+
+
+def test_the_delivery_page_says_what_a_waiting_delivery_waits_for(staff, alice):
+    make_endpoint(alice)
+    first, second = (
+        alice.client.post(
+            "/api/v1/events",
+            {"type": "a.b", "data": {}, "ordering_key": "order-7"},
+            format="json",
+        ).json()
+        for _ in range(2)
+    )
+    head = Delivery.objects.get(event_id=first["id"])
+    waiting = Delivery.objects.get(event_id=second["id"])
+    page = staff.get(f"/deliveries/{waiting.id}/").content.decode()
+    assert "<code>order-7</code>" in page
+    assert f'waits for <a href="/deliveries/{head.id}/"><code>{head.id}</code></a>' in page
+    assert "first of its key since" in staff.get(f"/deliveries/{head.id}/").content.decode()
