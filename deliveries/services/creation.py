@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -87,15 +87,18 @@ def deliveries_numbered(
     numbers = iter(
         sequences_numbered([d.endpoint_id for deliveries in per_event for d in deliveries], last)
     )
-    return [[replace(d, sequence=next(numbers)) for d in deliveries] for deliveries in per_event]
+    return [
+        [NewDelivery(d.id, d.event_id, d.endpoint_id, next(numbers)) for d in deliveries]
+        for deliveries in per_event
+    ]
 
 
 def deliveries_insert_ctes(
     deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime
 ) -> tuple[str, list[Any]]:
-    """Two entries of a WITH list (for events without an ordering key): `sequences`,
-    which reserves the deliveries' numbers
-    (endpoint_id, last: what `deliveries_numbered` needs), and `new_deliveries`, the
+    """Entries of a WITH list (for events without an ordering key): `new_rows`, the
+    deliveries as rows; `sequences`, which reserves their numbers (endpoint_id, last:
+    what `deliveries_numbered` needs); and `new_deliveries`, the
     INSERT of these deliveries of one tenant, due `now` — for ingestion to run in one
     statement with its events (it publishes them itself once they are committed).
 
@@ -104,26 +107,24 @@ def deliveries_insert_ctes(
     through the model's fields one by one (for a batch of 100 events that walk, and
     psycopg parsing 1,100 placeholders, were most of the web process's CPU)."""
     table = Delivery._meta.db_table  # names from the model, values all bound: no input in SQL
-    endpoint_ids = [d.endpoint_id for d in deliveries]
-    upsert, upsert_params = counters_upsert_sql(endpoint_ids)
     # Each endpoint's deliveries number up to its new `last`, in the order listed here
     # (as sequences_numbered does): d.n is the position in the list.
     sql = (
-        f"sequences AS ({upsert}), new_deliveries AS ("  # noqa: S608
+        "new_rows AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "  # noqa: S608
+        "WITH ORDINALITY AS d(id, event_id, endpoint_id, n)), "
+        f"sequences AS ({counters_upsert_sql('new_rows')}), new_deliveries AS ("
         f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "
         "SELECT d.id, %s, d.event_id, d.endpoint_id, 'pending', 0, 0, %s, NULL, '', %s, %s, "
         "s.last - count(*) OVER (PARTITION BY d.endpoint_id) "
         "+ row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.n), NULL, NULL, NULL "
-        "FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
-        "AS d(id, event_id, endpoint_id, n) JOIN sequences s USING (endpoint_id))"
+        "FROM new_rows AS d JOIN sequences s USING (endpoint_id))"
     )
     return sql, [
-        *upsert_params,
+        [d.id for d in deliveries],
+        [d.event_id for d in deliveries],
+        [d.endpoint_id for d in deliveries],
         tenant_id,
         now,
         now,
         now,
-        [d.id for d in deliveries],
-        [d.event_id for d in deliveries],
-        endpoint_ids,
     ]

@@ -13,27 +13,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
 
 from deliveries.models import SequenceCounter
 
-# The upsert, for a statement's WITH list: `sequences(endpoint_id, last)` after it. The
-# ORDER BY is the lock order (rows are inserted, and conflicting rows locked, in it).
+# The upsert reserving one number per row of `source` (a relation with an endpoint_id
+# column), answering (endpoint_id, last). The ORDER BY is the lock order: rows are
+# inserted, and conflicting ones locked, in it.
 COUNTERS_UPSERT = """
     INSERT INTO {table} (endpoint_id, last, purged_through)
-    SELECT endpoint_id, count(*), 0 FROM unnest(%s::text[]) AS c(endpoint_id)
+    SELECT endpoint_id, count(*), 0 FROM {source}
     GROUP BY endpoint_id ORDER BY endpoint_id
     ON CONFLICT (endpoint_id) DO UPDATE SET last = {table}.last + EXCLUDED.last
     RETURNING endpoint_id, last
 """
 
 
-def counters_upsert_sql(endpoint_ids: Sequence[str]) -> tuple[str, list[Any]]:
-    """The upsert reserving one number per item of `endpoint_ids` (PostgreSQL)."""
-    return COUNTERS_UPSERT.format(table=SequenceCounter._meta.db_table), [list(endpoint_ids)]
+def counters_upsert_sql(source: str) -> str:
+    """COUNTERS_UPSERT over `source` (PostgreSQL), e.g. in a statement's WITH list."""
+    return COUNTERS_UPSERT.format(table=SequenceCounter._meta.db_table, source=source)
 
 
 def sequences_numbered(endpoint_ids: Sequence[str], last: Mapping[str, int]) -> list[int]:
@@ -56,9 +56,9 @@ def sequences_take(endpoint_ids: Sequence[str]) -> list[int]:
     if not endpoint_ids:
         return []
     if connection.vendor == "postgresql":
-        sql, params = counters_upsert_sql(endpoint_ids)
+        sql = counters_upsert_sql("unnest(%s::text[]) AS c(endpoint_id)")
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(sql, [list(endpoint_ids)])
             last = dict(cursor.fetchall())
     else:  # the embedded database (SQLite): its first write locks out other writers
         last = {}

@@ -147,3 +147,21 @@ def test_kill_9_of_a_worker_mid_run_never_reorders_a_key(alice, homing, receiver
         # A head may have been sent twice (its attempt died with the worker); in order.
         firsts = list(dict.fromkeys(log.succeeded[key]))
         assert firsts == list(range(per_key)), key
+
+
+def test_a_batchs_events_of_one_key_arrive_in_batch_order(alice, homing, receiver_factory):
+    log = KeyLog()
+    receiver = receiver_factory(log.behaviour(lambda key, n: False))
+    make_endpoint(alice, receiver.url)
+    homing("worker")
+    events = [
+        {"type": "order.updated", "data": {"k": key, "n": n}, "ordering_key": key}
+        for n in range(12)
+        for key in ("batch-a", "batch-b")
+    ]
+    response = alice.client.post("/api/v1/events/batch", {"events": events}, format="json")
+    assert response.status_code == 202
+
+    receiver.wait_for(len(events))
+    assert log.succeeded["batch-a"] == log.succeeded["batch-b"] == list(range(12))
+    assert log.overtaken == [] and log.most_open["batch-a"] == 1
