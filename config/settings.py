@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "deliveries",
     "dlq",
     "console",
+    "portal",
 ]
 
 MIDDLEWARE = [

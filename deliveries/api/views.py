@@ -24,6 +24,7 @@ FILTERS = {"status": "status", "endpoint": "endpoint_id", "event": "event_id"}
 class DeliveryList(TenantScoped, generics.ListAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
 
     def get_queryset(self) -> QuerySet[Delivery]:
         deliveries = super().get_queryset().prefetch_related("attempts")
@@ -36,6 +37,7 @@ class DeliveryList(TenantScoped, generics.ListAPIView):
 class DeliveryDetail(TenantScoped, generics.RetrieveAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
 
     def get_queryset(self) -> QuerySet[Delivery]:
         return super().get_queryset().prefetch_related("attempts")
@@ -44,6 +46,7 @@ class DeliveryDetail(TenantScoped, generics.RetrieveAPIView):
 class DeliveryRetry(TenantScoped, generics.GenericAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
 
     def post(self, request: Request, pk: str) -> Response:
         delivery = delivery_retry_now(delivery=self.get_object())
@@ -55,6 +58,7 @@ class EndpointMessages(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = FeedPageSerializer
+    consumer_allowed = True
 
     @extend_schema(
         parameters=[FeedQuerySerializer],

@@ -37,11 +37,12 @@ class InQueue(TenantScoped):
     """The caller's dead letters that were not discarded."""
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
-        return dead_letters_in_queue().filter(tenant=self.request.auth)
+        return self.request.auth.narrow(dead_letters_in_queue())
 
 
 class DeadLetterList(InQueue, generics.ListAPIView):
     serializer_class = DeadLetterSerializer
+    consumer_allowed = True
     pagination_class = DeadLetterPagination
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
@@ -69,6 +70,7 @@ class DeadLetterDetail(InQueue, generics.GenericAPIView):
 
 class DeadLetterReplay(InQueue, generics.GenericAPIView):
     serializer_class = DeadLetterSerializer
+    consumer_allowed = True
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
         return super().get_queryset().select_related("endpoint")
@@ -83,11 +85,12 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
 def _criteria(request: Request) -> dict[str, Any]:
     selection = BulkSelectionSerializer(data=request.data)
     selection.is_valid(raise_exception=True)
-    return {**selection.validated_data, "tenant": request.auth.pk}
+    return request.auth.criteria(**selection.validated_data)
 
 
 class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
     serializer_class = BulkSelectionSerializer
+    consumer_allowed = True
 
     @extend_schema(responses={202: ReplayedSerializer})
     def post(self, request: Request) -> Response:
@@ -111,6 +114,7 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = RecoverSerializer
+    consumer_allowed = True
 
     @extend_schema(responses={202: ReplayedSerializer})
     def post(self, request: Request, pk: str) -> Response:
@@ -119,11 +123,9 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
         window.is_valid(raise_exception=True)
         if not endpoint.is_active:
             raise NotReplayable("The endpoint is deactivated; activate it, then recover.")
-        criteria = {
-            "tenant": request.auth.pk,
-            "endpoint": endpoint.pk,
-            "dead_after": window.validated_data["since"].isoformat(),
-        }
+        criteria = request.auth.criteria(
+            endpoint=endpoint.pk, dead_after=window.validated_data["since"].isoformat()
+        )
         if until := window.validated_data.get("until"):
             criteria["dead_before"] = until.isoformat()
         job = replay_job_create(criteria=criteria)

@@ -1,8 +1,19 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
-from webhooks.models import Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string: DRF would turn 5 into "5"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -17,6 +28,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     headers = serializers.DictField(
         child=serializers.CharField(trim_whitespace=False, allow_blank=True), required=False
     )
+    owner = StrictCharField(allow_null=True, required=False, trim_whitespace=False, max_length=255)
 
     class Meta:
         model = Endpoint
@@ -28,6 +40,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "rate_limit",
             "headers",
             "is_active",
+            "owner",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -101,3 +114,25 @@ class EventSummarySerializer(serializers.ModelSerializer):
 
 class EventBatchSerializer(serializers.Serializer):
     events = EventSerializer(many=True)
+
+
+class ConsumerKeyCreateSerializer(serializers.Serializer):
+    owner = StrictCharField(trim_whitespace=False, max_length=255)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+class ConsumerKeySerializer(serializers.ModelSerializer):
+    """A consumer key as lists show it: never the key itself (only its first characters)."""
+
+    class Meta:
+        model = ConsumerKey
+        fields = ["id", "owner", "description", "prefix", "created_at"]
+
+
+class ConsumerKeyWithKeySerializer(ConsumerKeySerializer):
+    """The answer to POST /consumer-keys: the one time the key is shown."""
+
+    key = serializers.CharField(read_only=True)
+
+    class Meta(ConsumerKeySerializer.Meta):
+        fields = [*ConsumerKeySerializer.Meta.fields, "key"]

@@ -13,8 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.scoping import TenantScoped
+from core.exceptions import InvalidInput
 from webhooks.api import intake
 from webhooks.api.serializers import (
+    ConsumerKeyCreateSerializer,
+    ConsumerKeySerializer,
+    ConsumerKeyWithKeySerializer,
     EndpointSerializer,
     EndpointWithSecretSerializer,
     EventBatchCreateSerializer,
@@ -25,7 +29,9 @@ from webhooks.api.serializers import (
     SecretSerializer,
     TestEventSerializer,
 )
-from webhooks.models import Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event
+from webhooks.scope import Scope
+from webhooks.services.consumer_keys import consumer_key_create, consumer_key_revoke
 from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
@@ -43,15 +49,45 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 )
 
 
+OWNER_PARAMETER = OpenApiParameter(
+    "owner", str, OpenApiParameter.QUERY, description="Only the endpoints of this owner"
+)
+
+
+def _owner_for(scope: Scope, fields: dict[str, Any]) -> dict[str, Any]:
+    """A consumer's endpoints always belong to its owner: on create the owner is forced,
+    and an update may not hand the endpoint to someone else."""
+    if not scope.is_consumer:
+        return fields
+    if "owner" in fields and fields["owner"] != scope.owner:
+        raise InvalidInput("owner", "A consumer key cannot change an endpoint's owner.")
+    return {**fields, "owner": scope.owner}
+
+
 class EndpointList(TenantScoped, generics.ListCreateAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
+    consumer_allowed = True
+
+    def get_queryset(self) -> QuerySet[Endpoint]:
+        endpoints = super().get_queryset()
+        if owner := self.request.query_params.get("owner"):
+            endpoints = endpoints.filter(owner=owner)
+        return endpoints
+
+    @extend_schema(parameters=[OWNER_PARAMETER])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(responses={201: EndpointWithSecretSerializer})
     def post(self, request: Request) -> Response:
         incoming = EndpointSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        endpoint = endpoint_create(tenant=request.auth, **incoming.validated_data)
+        scope = request.auth
+        fields = {**incoming.validated_data}
+        if scope.is_consumer:
+            fields["owner"] = scope.owner  # forced, whatever the body says
+        endpoint = endpoint_create(tenant=scope.tenant, **fields)
         # The one endpoint body that shows the secret: the caller has just created it.
         body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -61,11 +97,11 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
     http_method_names = ["get", "patch", "delete", "options"]
+    consumer_allowed = True
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = endpoint_update(
-            endpoint=serializer.instance, **serializer.validated_data
-        )
+        fields = _owner_for(self.request.auth, dict(serializer.validated_data))
+        serializer.instance = endpoint_update(endpoint=serializer.instance, **fields)
 
     def perform_destroy(self, instance: Endpoint) -> None:
         endpoint_delete(endpoint=instance)
@@ -74,6 +110,7 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
 class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = SecretSerializer
+    consumer_allowed = True
 
     def post(self, request: Request, pk: str) -> Response:
         endpoint = endpoint_rotate_secret(endpoint=self.get_object())
@@ -85,6 +122,7 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = SecretSerializer
+    consumer_allowed = True
 
     def get(self, request: Request, pk: str) -> Response:
         return Response({"secret": endpoint_secret(endpoint=self.get_object())})
@@ -93,6 +131,7 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
 class EndpointSendTest(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = TestEventSerializer
+    consumer_allowed = True
 
     @extend_schema(request=None, responses={202: TestEventSerializer})
     def post(self, request: Request, pk: str) -> Response:
@@ -155,3 +194,36 @@ class EventDetail(TenantScoped, generics.RetrieveAPIView):
 
     def get_queryset(self) -> QuerySet[Event]:
         return super().get_queryset().prefetch_related("deliveries")
+
+
+class ConsumerKeyList(TenantScoped, generics.ListAPIView):
+    """The tenant's live consumer keys (a consumer key gets 403: keys are the tenant's)."""
+
+    model = ConsumerKey
+    serializer_class = ConsumerKeySerializer
+
+    def get_queryset(self) -> QuerySet[ConsumerKey]:
+        return super().get_queryset().filter(revoked_at__isnull=True)
+
+    @extend_schema(
+        request=ConsumerKeyCreateSerializer, responses={201: ConsumerKeyWithKeySerializer}
+    )
+    def post(self, request: Request) -> Response:
+        incoming = ConsumerKeyCreateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        key, raw_key = consumer_key_create(tenant=request.auth.tenant, **incoming.validated_data)
+        body = {**ConsumerKeySerializer(key).data, "key": raw_key}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ConsumerKeyDetail(TenantScoped, generics.GenericAPIView):
+    model = ConsumerKey
+    serializer_class = ConsumerKeySerializer
+
+    def get_queryset(self) -> QuerySet[ConsumerKey]:
+        return super().get_queryset().filter(revoked_at__isnull=True)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: str) -> Response:
+        consumer_key_revoke(consumer_key=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -148,7 +148,22 @@ def endpoint_rate_limit_check(*, rate_limit: Any) -> int | None:
     return rate_limit
 
 
+MAX_OWNER_LENGTH = 255
+
+
+def endpoint_owner_check(*, owner: Any) -> str | None:
+    """null, or 1-255 printable characters: the tenant's own name for its customer."""
+    if owner is None:
+        return None
+    if not isinstance(owner, str) or not 1 <= len(owner) <= MAX_OWNER_LENGTH:
+        raise InvalidInput("owner", f"Must be null or 1 to {MAX_OWNER_LENGTH} characters.")
+    if not owner.isprintable():
+        raise InvalidInput("owner", "Must be printable characters only.")
+    return owner
+
+
 CHECKS = {
+    "owner": lambda value: endpoint_owner_check(owner=value),
     "url": lambda value: endpoint_url_check(url=value),
     "headers": lambda value: endpoint_headers_check(headers=value),
     "event_types": lambda value: endpoint_event_types_check(event_types=value),
