@@ -18,6 +18,7 @@ from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import Criteria, dead_letters_matching, dead_letters_waiting
 from webhooks.models import Endpoint, Event, Tenant
+from webhooks.scope import Scope
 
 PAGE_SIZE = 50
 CHART_HOURS = 6
@@ -203,12 +204,12 @@ class DeliveryDetail:
     dead_letters: list[DeadLetter]
 
 
-def delivery_detail(*, delivery_id: str) -> DeliveryDetail | None:
-    delivery = (
-        Delivery.objects.select_related("event", "endpoint", "tenant")
-        .filter(pk=delivery_id)
-        .first()
-    )
+def delivery_detail(*, delivery_id: str, scope: Scope | None = None) -> DeliveryDetail | None:
+    """One delivery for its page; with a scope (the portal) only one the scope may see."""
+    deliveries = Delivery.objects.select_related("event", "endpoint", "tenant")
+    if scope is not None:
+        deliveries = scope.narrow(deliveries)
+    delivery = deliveries.filter(pk=delivery_id).first()
     if delivery is None:
         return None
     return DeliveryDetail(
@@ -232,8 +233,21 @@ class EndpointDetail:
 HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")
 
 
-def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> EndpointDetail | None:
-    endpoint = Endpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
+def endpoint_detail(
+    *,
+    endpoint_id: str,
+    cursor: str = "",
+    size: int = 25,
+    scope: Scope | None = None,
+    status: str = "",
+    event_type: str = "",
+) -> EndpointDetail | None:
+    """An endpoint and a page of its deliveries (optionally of one status or event type);
+    with a scope (the portal) only an endpoint the scope may see."""
+    endpoints = Endpoint.objects.select_related("tenant")
+    if scope is not None:
+        endpoints = scope.narrow(endpoints)
+    endpoint = endpoints.filter(pk=endpoint_id).first()
     if endpoint is None:
         return None
     # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
@@ -244,6 +258,10 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
         .select_related("event")
         .order_by("-created_at", "-id")
     )
+    if status:
+        deliveries = deliveries.filter(status=status)
+    if event_type:
+        deliveries = deliveries.filter(event__type=event_type)
     if cursor:
         created_text, last_id = cursor_decode(cursor, size=2)
         created = datetime.fromisoformat(created_text)
@@ -318,3 +336,88 @@ def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], s
 
 def tenant_choices() -> list[tuple[str, str]]:
     return list(Tenant.objects.order_by("name").values_list("id", "name")[:500])
+
+
+# --- the consumer portal: an owner's endpoints -------------------------------------------
+
+
+@dataclass
+class EndpointHealth:
+    endpoint: Endpoint
+    success_rate: float | None  # of its deliveries of the last 24 h that finished; None: none
+    finished_day: int
+    waiting_dead_letters: int
+
+
+def endpoints_with_health(*, scope: Scope) -> list[EndpointHealth]:
+    """The scope's endpoints, newest first, each with its last day's success rate: of the
+    deliveries created in the last 24 h that finished, the share that succeeded."""
+    endpoints = list(scope.narrow(Endpoint.objects.all()).order_by("-created_at", "-id"))
+    ids = [endpoint.pk for endpoint in endpoints]
+    finished: dict[str, dict[str, int]] = {pk: {} for pk in ids}
+    # Index delivery_tenant_created: the tenant's last day, grouped by endpoint and status.
+    for row in (
+        Delivery.objects.filter(
+            tenant_id=scope.tenant_id,
+            endpoint_id__in=ids,
+            created_at__gte=timezone.now() - timedelta(hours=24),
+            status__in=[Delivery.Status.SUCCEEDED, Delivery.Status.DEAD],
+        )
+        .values("endpoint_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        finished[row["endpoint_id"]][row["status"]] = row["n"]
+    waiting = dict(
+        # Index deadletter_waiting_endpoint (partial): each endpoint's waiting letters.
+        DeadLetter.objects.filter(
+            endpoint_id__in=ids, replayed_at__isnull=True, discarded_at__isnull=True
+        )
+        .values_list("endpoint_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    rows = []
+    for endpoint in endpoints:
+        counts = finished[endpoint.pk]
+        total = sum(counts.values())
+        rows.append(
+            EndpointHealth(
+                endpoint=endpoint,
+                success_rate=counts.get(Delivery.Status.SUCCEEDED, 0) / total if total else None,
+                finished_day=total,
+                waiting_dead_letters=waiting.get(endpoint.pk, 0),
+            )
+        )
+    return rows
+
+
+# Operational types an owner may subscribe to by name, besides what the tenant sent.
+OPERATIONAL_TYPES = [
+    "homing.endpoint.circuit_opened",
+    "homing.endpoint.recovered",
+    "homing.endpoint.disabled",
+    "homing.delivery.dead",
+]
+EVENT_TYPES_SHOWN = 200
+
+# The distinct types of a tenant's events by skipping through index
+# event_tenant_type_keyset (tenant, type, ...): one index probe per type, however many
+# events each type has. A plain DISTINCT would read every event of the tenant.
+EVENT_TYPES_SQL = """
+WITH RECURSIVE types(type) AS (
+    SELECT MIN(type) FROM webhooks_event WHERE tenant_id = %(tenant)s
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM webhooks_event WHERE tenant_id = %(tenant)s AND type > types.type)
+    FROM types WHERE types.type IS NOT NULL
+)
+SELECT type FROM types WHERE type IS NOT NULL LIMIT %(limit)s
+"""
+
+
+def event_types_sent(*, tenant_id: str) -> list[str]:
+    """The event types a tenant has sent (at most EVENT_TYPES_SHOWN), in name order, without
+    Homing's own test and operational events."""
+    with connection.cursor() as cursor:
+        cursor.execute(EVENT_TYPES_SQL, {"tenant": tenant_id, "limit": EVENT_TYPES_SHOWN})
+        return [row[0] for row in cursor.fetchall() if not row[0].startswith("homing.")]

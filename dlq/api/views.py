@@ -21,8 +21,8 @@ from dlq.api.serializers import (
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
-from dlq.services.replay import NotReplayable, dead_letter_replay
-from dlq.services.replay_jobs import replay_job_create
+from dlq.services.replay import dead_letter_replay
+from dlq.services.replay_jobs import endpoint_recover, replay_job_create
 from webhooks.models import Endpoint
 
 
@@ -121,12 +121,7 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
         endpoint = self.get_object()
         window = RecoverSerializer(data=request.data)
         window.is_valid(raise_exception=True)
-        if not endpoint.is_active:
-            raise NotReplayable("The endpoint is deactivated; activate it, then recover.")
-        criteria = request.auth.criteria(
-            endpoint=endpoint.pk, dead_after=window.validated_data["since"].isoformat()
+        job = endpoint_recover(
+            endpoint=endpoint, criteria=request.auth.criteria(), **window.validated_data
         )
-        if until := window.validated_data.get("until"):
-            criteria["dead_before"] = until.isoformat()
-        job = replay_job_create(criteria=criteria)
         return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)
