@@ -17,7 +17,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -30,6 +30,7 @@ COOKIE_PATH = "/portal/"
 CSRF_FIELD = "portal_csrf"
 
 View = Callable[..., HttpResponse]
+NOT_FOUND = "Nothing here: no such endpoint, delivery or dead letter."
 
 
 def content_security_policy() -> str:
@@ -116,7 +117,13 @@ def _guard(view: View, *, read_only_ok: bool) -> View:
             sent = request.POST.get(CSRF_FIELD, "")
             if not hmac.compare_digest(sent, csrf_token_for(session)):
                 return refuse(request, "This form expired or did not come from the portal.")
-        return portal_headers(view(request, *args, **kwargs))
+        try:
+            return portal_headers(view(request, *args, **kwargs))
+        except Http404:
+            # The portal's own page (the site-wide one links to the staff console). Another
+            # owner's id lands here too, exactly as an id that does not exist.
+            context = {**portal_context(request), "message": NOT_FOUND}
+            return portal_headers(render(request, "portal/refused.html", context, status=404))
 
     return guarded
 
