@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from core.exceptions import InvalidInput
-from webhooks.models import ApiKey, Endpoint, Event, Tenant
+from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
@@ -27,6 +27,19 @@ class TenantAdmin(admin.ModelAdmin):
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["prefix", "tenant", "created_at", "revoked_at"]
     readonly_fields = ["key_hash", "prefix", "tenant", "created_at"]
+
+
+@admin.register(ConsumerKey)
+class ConsumerKeyAdmin(admin.ModelAdmin):
+    """Made through the API (the key is shown once there); here to see and revoke."""
+
+    list_display = ["prefix", "owner", "tenant", "created_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["owner", "prefix"]
+    readonly_fields = ["key_hash", "prefix", "tenant", "owner", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 class EndpointForm(forms.ModelForm):

@@ -3,11 +3,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.durations import parse_duration
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?$"},
+            {"type": "number", "minimum": 1},
+        ],
+        "example": "1h",
+    }
+)
 class DurationField(serializers.Field):
     """`30m`, `2h`, `7d` (units ms s m h d) or a number of seconds."""
 
