@@ -4,9 +4,11 @@ customers Carol and Dave; Carol's browser must never show or touch Dave's endpoi
 from __future__ import annotations
 
 import re
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -14,6 +16,11 @@ from deliveries.models import Delivery
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from dlq.models import DeadLetter, ReplayJob
 from portal.models import PortalSession
+from portal.services.sessions import (
+    PortalLinkRefused,
+    portal_session_create,
+    portal_session_exchange,
+)
 from webhooks.models import Endpoint
 
 URL = "http://127.0.0.1:9/hooks"
@@ -304,3 +311,29 @@ def test_leaving_ends_the_session(carol):
     token = csrf_of(carol.get("/portal/endpoints/"))
     assert carol.post("/portal/logout", {"portal_csrf": token}).status_code == 200
     assert carol.get("/portal/endpoints/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_concurrent_openings_of_one_link_one_gets_a_session(make_actor):
+    """Two tabs (or a prefetching proxy and the user) open the link at once: one session."""
+    alice = make_actor("Alice Payments")
+    _, token = portal_session_create(tenant=alice.tenant, owner="carol")
+    outcomes: list[str] = []
+    start = threading.Barrier(8)
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            portal_session_exchange(link_token=token)
+            outcomes.append("session")
+        except PortalLinkRefused as refused:
+            outcomes.append(refused.reason)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["session"] + ["used"] * 7
