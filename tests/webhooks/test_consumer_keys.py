@@ -263,6 +263,12 @@ def test_a_consumer_key_on_every_route(world, route, method):
 
 def test_a_consumer_bulk_replay_takes_only_its_owners_letters(world, alice):
     carol = _client(world["carol"]["key"])
+    daves = {"ids": [world["dave"]["letter"]]}
+    assert carol.post("/api/v1/dead-letters/replay", daves, format="json").json() == {"replayed": 0}
+    by_endpoint = {"endpoint": world["dave"]["endpoint"]}
+    assert carol.post("/api/v1/dead-letters/replay", by_endpoint, format="json").json() == {
+        "replayed": 0
+    }
     # With no filter the selection is every letter Carol may see: hers only.
     assert carol.post("/api/v1/dead-letters/replay", {}, format="json").json() == {"replayed": 1}
     dave = alice.client.get(f"/api/v1/dead-letters?endpoint={world['dave']['endpoint']}")
@@ -276,3 +282,13 @@ def test_a_consumer_recovers_only_its_endpoint(world):
         f"/api/v1/endpoints/{world['carol']['endpoint']}/recover", {"since": since}, format="json"
     )
     assert answer.status_code == 202 and answer.json() == {"replayed": 1}
+
+
+def test_a_consumers_filters_never_reach_another_owner(world):
+    carol = _client(world["carol"]["key"])
+    dave = world["dave"]
+    assert carol.get(f"/api/v1/deliveries?endpoint={dave['endpoint']}").json()["results"] == []
+    # Dave's event went to Carol's endpoint too: she sees that delivery, not Dave's.
+    same_event = carol.get(f"/api/v1/deliveries?event={dave['event']}").json()["results"]
+    assert [d["endpoint_id"] for d in same_event] == [world["carol"]["endpoint"]]
+    assert carol.get(f"/api/v1/dead-letters?endpoint={dave['endpoint']}").json()["results"] == []
