@@ -58,17 +58,27 @@ def portal_headers(response: HttpResponse) -> HttpResponse:
 
 
 def set_session_cookie(response: HttpResponse, *, cookie: str, expires_at: datetime) -> None:
-    # In a frame on the tenant's site the cookie is third-party: only SameSite=None (with
-    # Secure, which browsers also accept on http://localhost) is sent there.
-    samesite = "None" if embeddable() else "Lax"
+    max_age = max(0, int((expires_at - timezone.now()).total_seconds()))
+    if embeddable():
+        # In a frame on the tenant's site the cookie is third-party: it must be
+        # SameSite=None (so Secure; browsers accept that on http://localhost too), and
+        # Partitioned (CHIPS), or browsers that block third-party cookies — Chromium in a
+        # private window already does — drop it. Partitioned, it lives only under the
+        # site that frames the portal. Python's cookie module (before 3.14) cannot write
+        # that attribute, hence the header by hand; the value is URL-safe base64.
+        response.headers["Set-Cookie"] = (
+            f"{COOKIE_NAME}={cookie}; Max-Age={max_age}; Path={COOKIE_PATH}; HttpOnly; "
+            "Secure; SameSite=None; Partitioned"
+        )
+        return
     response.set_cookie(
         COOKIE_NAME,
         cookie,
-        max_age=max(0, int((expires_at - timezone.now()).total_seconds())),
+        max_age=max_age,
         path=COOKIE_PATH,
         httponly=True,
-        samesite=samesite,
-        secure=samesite == "None" or settings.SESSION_COOKIE_SECURE,
+        samesite="Lax",
+        secure=settings.SESSION_COOKIE_SECURE,
     )
 
 

@@ -300,11 +300,15 @@ def test_the_portal_is_not_frameable_unless_configured(carol, settings):
     assert "X-Frame-Options" not in framed
 
 
-def test_embedded_the_cookie_is_samesite_none_and_secure(alice, shop, settings):
+def test_embedded_the_cookie_is_samesite_none_secure_and_partitioned(alice, shop, settings):
     settings.HOMING_PORTAL_FRAME_ANCESTORS = ["https://app.example.com"]
     _, answer = open_link(make_link(alice, "carol"))
-    cookie = answer.cookies["homing_portal"]
-    assert cookie["samesite"] == "None" and cookie["secure"] and cookie["httponly"]
+    cookie = answer["Set-Cookie"]
+    assert re.fullmatch(
+        r"homing_portal=[A-Za-z0-9_-]{43}; Max-Age=3[0-9]{3}; Path=/portal/; HttpOnly; "
+        r"Secure; SameSite=None; Partitioned",
+        cookie,
+    )
 
 
 def test_leaving_ends_the_session(carol):
