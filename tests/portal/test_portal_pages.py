@@ -341,3 +341,19 @@ def test_of_concurrent_openings_of_one_link_one_gets_a_session(make_actor):
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["session"] + ["used"] * 7
+
+
+def test_an_endpoints_deliveries_page_newest_first_each_once(carol, shop, alice):
+    for n in range(30):
+        alice.client.post("/api/v1/events", {"type": "order.paid", "data": {"n": n}}, format="json")
+    path = f"/portal/endpoints/{shop['carol']}/"
+    seen: list[str] = []
+    page = carol.get(path).content.decode()
+    while True:
+        seen += re.findall(r'data-delivery="(dlv_[a-z0-9]+)"', page)
+        older = re.search(r'href="\?(after=[^"]+)">Older', page)
+        if older is None:
+            break
+        page = carol.get(f"{path}?{older[1].replace('&amp;', '&')}").content.decode()
+    mine = Delivery.objects.filter(endpoint_id=shop["carol"]).order_by("-created_at", "-id")
+    assert seen == [d.id for d in mine] and len(seen) == 31
