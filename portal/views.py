@@ -20,6 +20,7 @@ from deliveries.services.lifecycle import delivery_retry_now
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover
+from portal import selectors as portal_selectors
 from portal.access import (
     COOKIE_NAME,
     COOKIE_PATH,
@@ -40,6 +41,7 @@ from portal.services.sessions import (
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
 from webhooks.services import endpoints as endpoint_services
+from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 # What a redirect after a change says; a fixed list, so a crafted ?notice= shows nothing else.
 NOTICES = {
@@ -131,23 +133,21 @@ def log_out(request: HttpRequest) -> HttpResponse:
 @require_GET
 @portal_page
 def endpoints(request: HttpRequest) -> HttpResponse:
-    rows = selectors.endpoints_with_health(scope=_scope(request))
+    rows = portal_selectors.endpoints_with_health(scope=_scope(request))
     return _page(request, "portal/endpoints.html", {"rows": rows})
 
 
 def _event_types(request: HttpRequest) -> list[str]:
-    return selectors.event_types_sent(tenant_id=_scope(request).tenant_id)
+    return portal_selectors.event_types_sent(tenant_id=_scope(request).tenant_id)
 
 
 def _save(request: HttpRequest, form: EndpointForm, endpoint: Endpoint | None) -> Endpoint | None:
     """Create or update through the service; its refusal lands on the form's field."""
+    scope = _scope(request)
     try:
-        fields = form.endpoint_fields()
+        fields = endpoint_fields_for_scope(scope=scope, fields=form.endpoint_fields())
         if endpoint is None:
-            scope = _scope(request)
-            return endpoint_services.endpoint_create(
-                tenant=scope.tenant, owner=scope.owner, **fields
-            )
+            return endpoint_services.endpoint_create(tenant=scope.tenant, **fields)
         return endpoint_services.endpoint_update(endpoint=endpoint, **fields)
     except InvalidInput as error:
         field = error.field if error.field in form.fields else None

@@ -96,6 +96,21 @@ def test_a_consumer_creates_endpoints_for_its_owner_only(alice):
     assert alice.client.get("/api/v1/endpoints?owner=dave").json()["results"] == []
 
 
+@pytest.mark.parametrize("types", [["homing.*"], ["order.paid", "homing.endpoint.disabled"]])
+def test_a_consumer_cannot_subscribe_to_operational_events(alice, types):
+    """They are about every endpoint of the tenant: Dave's URLs and failures to Carol."""
+    carol = _client(consumer_key(alice, "carol"))
+    refused = carol.post("/api/v1/endpoints", {"url": URL, "event_types": types}, format="json")
+    assert refused.status_code == 400 and "event_types" in refused.json()["errors"]
+    made = carol.post("/api/v1/endpoints", {"url": URL}, format="json").json()
+    patched = carol.patch(f"/api/v1/endpoints/{made['id']}", {"event_types": types}, format="json")
+    assert patched.status_code == 400
+    tenant = alice.client.post(
+        "/api/v1/endpoints", {"url": URL, "event_types": types}, format="json"
+    )
+    assert tenant.status_code == 201
+
+
 def test_a_consumer_lists_only_its_owners_objects(alice):
     mine = alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "carol"}, format="json")
     alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "dave"}, format="json")

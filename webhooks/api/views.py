@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.scoping import TenantScoped
-from core.exceptions import InvalidInput
 from webhooks.api import intake
 from webhooks.api.serializers import (
     ConsumerKeyCreateSerializer,
@@ -30,8 +29,8 @@ from webhooks.api.serializers import (
     TestEventSerializer,
 )
 from webhooks.models import ConsumerKey, Endpoint, Event
-from webhooks.scope import Scope
 from webhooks.services.consumer_keys import consumer_key_create, consumer_key_revoke
+from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
@@ -54,16 +53,6 @@ OWNER_PARAMETER = OpenApiParameter(
 )
 
 
-def _owner_for(scope: Scope, fields: dict[str, Any]) -> dict[str, Any]:
-    """A consumer's endpoints always belong to its owner: on create the owner is forced,
-    and an update may not hand the endpoint to someone else."""
-    if not scope.is_consumer:
-        return fields
-    if "owner" in fields and fields["owner"] != scope.owner:
-        raise InvalidInput("owner", "A consumer key cannot change an endpoint's owner.")
-    return {**fields, "owner": scope.owner}
-
-
 class EndpointList(TenantScoped, generics.ListCreateAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
@@ -84,9 +73,10 @@ class EndpointList(TenantScoped, generics.ListCreateAPIView):
         incoming = EndpointSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         scope = request.auth
-        fields = {**incoming.validated_data}
+        fields = dict(incoming.validated_data)
         if scope.is_consumer:
-            fields["owner"] = scope.owner  # forced, whatever the body says
+            fields.pop("owner", None)  # forced to the consumer's own, whatever the body says
+        fields = endpoint_fields_for_scope(scope=scope, fields=fields)
         endpoint = endpoint_create(tenant=scope.tenant, **fields)
         # The one endpoint body that shows the secret: the caller has just created it.
         body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
@@ -100,7 +90,9 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
     consumer_allowed = True
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
-        fields = _owner_for(self.request.auth, dict(serializer.validated_data))
+        fields = endpoint_fields_for_scope(
+            scope=self.request.auth, fields=dict(serializer.validated_data)
+        )
         serializer.instance = endpoint_update(endpoint=serializer.instance, **fields)
 
     def perform_destroy(self, instance: Endpoint) -> None:
