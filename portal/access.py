@@ -22,6 +22,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from console.access import CONTENT_SECURITY_POLICY
 from portal.models import PortalSession
 from portal.services.sessions import portal_session_from_cookie, portal_session_scope
 
@@ -37,11 +38,7 @@ def content_security_policy() -> str:
     """The console's policy, except who may frame the portal: HOMING_PORTAL_FRAME_ANCESTORS
     (none by default, so a page elsewhere cannot frame it to trick a click)."""
     ancestors = " ".join(settings.HOMING_PORTAL_FRAME_ANCESTORS) or "'none'"
-    return (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        f"connect-src 'self'; form-action 'self'; frame-ancestors {ancestors}; "
-        "base-uri 'none'; object-src 'none'"
-    )
+    return CONTENT_SECURITY_POLICY.replace("frame-ancestors 'none'", f"frame-ancestors {ancestors}")
 
 
 def embeddable() -> bool:
