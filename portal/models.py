@@ -23,5 +23,11 @@ class PortalSession(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)  # when the link was exchanged
 
+    class Meta:
+        indexes = [
+            # Making a link deletes a few sessions that expired long ago, oldest first.
+            models.Index(fields=["expires_at"], name="portalsession_expires"),
+        ]
+
     def __str__(self) -> str:
         return f"{self.owner} ({self.tenant_id}) until {self.expires_at:%Y-%m-%d %H:%M}"

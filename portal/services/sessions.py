@@ -20,6 +20,10 @@ DEFAULT_TTL = timedelta(hours=1)
 MAX_TTL = timedelta(days=7)
 # A token is 43 url-safe characters; anything much longer is not one of ours.
 MAX_TOKEN_LENGTH = 100
+# Sessions expired this long ago are deleted, a few each time a link is made: the table
+# stays the size of the live sessions without a job of its own.
+PURGE_AFTER = timedelta(days=1)
+PURGE_BATCH = 100
 
 
 class PortalLinkRefused(HomingError):
@@ -45,6 +49,7 @@ def portal_session_create(
         raise InvalidInput("owner", "A portal session needs an owner.")
     if not timedelta(seconds=1) <= ttl <= MAX_TTL:
         raise InvalidInput("ttl", "Must be from 1s to 7d.")
+    _purge_expired()
     token = secrets.token_urlsafe(32)
     session = PortalSession.objects.create(
         tenant=tenant,
@@ -54,6 +59,16 @@ def portal_session_create(
         expires_at=timezone.now() + ttl,
     )
     return session, token
+
+
+def _purge_expired() -> None:
+    # Index portalsession_expires: the oldest expired rows, a bounded batch.
+    old = PortalSession.objects.filter(expires_at__lt=timezone.now() - PURGE_AFTER).order_by(
+        "expires_at"
+    )
+    PortalSession.objects.filter(
+        pk__in=list(old.values_list("pk", flat=True)[:PURGE_BATCH])
+    ).delete()
 
 
 def portal_session_exchange(*, link_token: str) -> tuple[PortalSession, str]:

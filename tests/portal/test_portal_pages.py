@@ -357,3 +357,19 @@ def test_an_endpoints_deliveries_page_newest_first_each_once(carol, shop, alice)
         page = carol.get(f"{path}?{older[1].replace('&amp;', '&')}").content.decode()
     mine = Delivery.objects.filter(endpoint_id=shop["carol"]).order_by("-created_at", "-id")
     assert seen == [d.id for d in mine] and len(seen) == 31
+
+
+def test_making_a_link_deletes_sessions_expired_a_day_ago(alice):
+    make_link(alice, "carol")
+    make_link(alice, "carol")
+    long_ago, recently = PortalSession.objects.order_by("created_at")
+    PortalSession.objects.filter(pk=long_ago.pk).update(
+        expires_at=timezone.now() - timedelta(days=1, minutes=1)
+    )
+    PortalSession.objects.filter(pk=recently.pk).update(
+        expires_at=timezone.now() - timedelta(hours=1)
+    )
+    make_link(alice, "dave")
+    assert not PortalSession.objects.filter(pk=long_ago.pk).exists()
+    assert PortalSession.objects.filter(pk=recently.pk).exists()  # says "expired" if opened
+    assert PortalSession.objects.count() == 2
