@@ -72,9 +72,9 @@ class EndpointAdmin(admin.ModelAdmin):
     counts against the tenant's limit); a deactivation parks the pending deliveries."""
 
     form = EndpointForm
-    list_display = ["url", "tenant", "is_active", "circuit_state", "created_at"]
+    list_display = ["url", "tenant", "owner", "is_active", "circuit_state", "created_at"]
     list_filter = ["is_active", "circuit_state"]
-    search_fields = ["url", "id"]
+    search_fields = ["url", "id", "owner"]
     list_select_related = ["tenant"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> list[str]:
