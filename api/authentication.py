@@ -3,7 +3,10 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from core.exceptions import HomingError
 from webhooks.models import Tenant
+from webhooks.scope import Scope
+from webhooks.services.consumer_keys import CONSUMER_KEY_PREFIX, consumer_key_authenticate
 from webhooks.services.tenants import api_key_authenticate
 
 KEYWORD = "Bearer"  # the WWW-Authenticate challenge of every 401
@@ -14,30 +17,51 @@ class ApiKeyRefused(Exception):
     """A 401: the message says why."""
 
 
-def tenant_from_authorization(header: str) -> Tenant:
-    """The tenant of `Authorization: Bearer <api key>`; ApiKeyRefused otherwise."""
+class NotForConsumers(HomingError):
+    """A consumer key on a route only the tenant's own key may use."""
+
+    status_code = 403
+
+
+def scope_from_authorization(header: str) -> Scope:
+    """The scope of `Authorization: Bearer <key>`: a tenant key's whole tenant, or a
+    consumer key's tenant narrowed to its owner; ApiKeyRefused otherwise."""
     if not header:
         raise ApiKeyRefused(NO_CREDENTIALS)
     scheme, _, raw_key = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw_key.strip():
+    raw_key = raw_key.strip()
+    if scheme.lower() != "bearer" or not raw_key:
         raise ApiKeyRefused("Use 'Authorization: Bearer <api key>'.")
-    tenant = api_key_authenticate(raw_key=raw_key.strip())
+    if raw_key.startswith(CONSUMER_KEY_PREFIX):
+        scope = consumer_key_authenticate(raw_key=raw_key)
+        if scope is None:
+            raise ApiKeyRefused("Invalid API key.")
+        return scope
+    tenant = api_key_authenticate(raw_key=raw_key)
     if tenant is None:
         raise ApiKeyRefused("Invalid API key.")
-    return tenant
+    return Scope(tenant=tenant)
+
+
+def tenant_from_authorization(header: str) -> Tenant:
+    """The tenant of a tenant key (posting events); a consumer key is a 403."""
+    scope = scope_from_authorization(header)
+    if scope.is_consumer:
+        raise NotForConsumers("A consumer key cannot post events; use the tenant's API key.")
+    return scope.tenant
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer <api key>`; `request.auth` is the key's tenant."""
+    """`Authorization: Bearer <key>`; `request.auth` is the key's Scope (webhooks.scope)."""
 
     keyword = KEYWORD
 
-    def authenticate(self, request: Request) -> tuple[None, Tenant] | None:
+    def authenticate(self, request: Request) -> tuple[None, Scope] | None:
         header = request.headers.get("Authorization", "")
         if not header:
             return None  # DRF answers 401 with NO_CREDENTIALS
         try:
-            return (None, tenant_from_authorization(header))
+            return (None, scope_from_authorization(header))
         except ApiKeyRefused as exc:
             raise exceptions.AuthenticationFailed(str(exc)) from None
 

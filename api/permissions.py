@@ -5,11 +5,18 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from webhooks.models import Tenant
+from webhooks.scope import Scope
 
 
 class IsTenant(BasePermission):
-    """The request carries a valid API key (authentication put its tenant in `auth`)."""
+    """The request carries a valid key (authentication put its Scope in `auth`). A consumer
+    key may use only the views that say `consumer_allowed = True` (CONTRACT section 2):
+    a route added later stays the tenant's until someone decides otherwise."""
+
+    message = "A consumer key cannot use this route; it needs the tenant's API key."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        return isinstance(request.auth, Tenant)
+        scope = request.auth
+        if not isinstance(scope, Scope):
+            return False
+        return not scope.is_consumer or getattr(view, "consumer_allowed", False)

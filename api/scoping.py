@@ -9,10 +9,11 @@ from rest_framework.request import Request
 
 
 class TenantScoped:
-    """Another tenant's id is simply not found (404), exactly as an id that does not exist."""
+    """Another tenant's id is simply not found (404), exactly as an id that does not exist;
+    so is, for a consumer key, an endpoint of another owner (`request.auth` is the Scope)."""
 
     request: Request
     model: Any
 
     def get_queryset(self) -> QuerySet[Any]:
-        return self.model.objects.filter(tenant=self.request.auth)
+        return self.request.auth.narrow(self.model.objects.all())

@@ -1,8 +1,9 @@
-"""Console page latency with a big queue: `python -m bench.console [--dead-letters N]`.
+"""Console and portal page latency with a big queue: `python -m bench.console [...]`.
 
 Seeds with `manage.py seed_demo` (100,000 dead letters and 1,000,000 attempts by
 default), then times every console page with a logged-in staff client (Django's test
-client: the whole middleware stack, no HTTP server) and prints p50/p99 per page.
+client: the whole middleware stack, no HTTP server), then the consumer portal's pages for
+the demo owner with the most deliveries, and prints p50/p99 per page.
 
 `console_pages_bench()` needs a configured Django on PostgreSQL (the full benchmark can
 call it against its own database); `main()` starts a throwaway PostgreSQL itself.
@@ -60,13 +61,61 @@ def console_pages_bench(*, dead_letters: int, attempts: int, rounds: int) -> lis
         "endpoint": f"/endpoints/{busiest.id}/",
         "tenants": "/tenants/",
     }
+    return _time_pages(client, pages, rounds)
+
+
+def portal_pages_bench(*, rounds: int) -> list[tuple]:
+    """The consumer portal's pages for the demo owner with the most deliveries, through a
+    real portal session (link made, exchanged, cookie sent). Call after seeding."""
+    from django.db.models import Count
+    from django.test import Client
+
+    from console.paging import cursor_encode
+    from deliveries.models import Delivery
+    from dlq.models import DeadLetter
+    from portal.access import COOKIE_NAME
+    from portal.services.sessions import portal_session_create, portal_session_exchange
+    from webhooks.models import Endpoint, Tenant
+
+    busiest = (
+        Delivery.objects.values("endpoint__owner", "tenant_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .first()
+    )
+    owner, tenant = busiest["endpoint__owner"], Tenant.objects.get(pk=busiest["tenant_id"])
+    print(f"portal: owner {owner!r} of {tenant.name} has {busiest['n']} deliveries")
+    _, link = portal_session_create(tenant=tenant, owner=owner)
+    _, cookie = portal_session_exchange(link_token=link)
+    client = Client()
+    client.cookies[COOKIE_NAME] = cookie
+    endpoint = Endpoint.objects.filter(tenant=tenant, owner=owner).order_by("id").first()
+    deep = Delivery.objects.filter(endpoint=endpoint).order_by("-created_at", "-id")[
+        Delivery.objects.filter(endpoint=endpoint).count() // 2
+    ]
+    letter = DeadLetter.objects.filter(endpoint=endpoint).order_by("-dead_at").first()
+    pages = {
+        "portal endpoints": "/portal/endpoints/",
+        "portal endpoint": f"/portal/endpoints/{endpoint.id}/",
+        "portal endpoint, deep page": f"/portal/endpoints/{endpoint.id}/?after="
+        + cursor_encode(deep.created_at.isoformat(), deep.id),
+        "portal endpoint ?status": f"/portal/endpoints/{endpoint.id}/?status=dead",
+        "portal endpoint ?type": f"/portal/endpoints/{endpoint.id}/?event_type=invoice.sent",
+        "portal edit (types sent)": f"/portal/endpoints/{endpoint.id}/edit",
+        "portal delivery": f"/portal/deliveries/{letter.delivery_id}/",
+        "portal dead letters": f"/portal/endpoints/{endpoint.id}/dead-letters/",
+    }
+    return _time_pages(client, pages, rounds)
+
+
+def _time_pages(client: object, pages: dict[str, str], rounds: int) -> list[tuple]:
     rows = []
     for name, path in pages.items():
-        client.get(path)  # warm caches and connections
+        client.get(path)  # type: ignore[attr-defined]  # warm caches and connections
         timings = []
         for _ in range(rounds):
             started = time.perf_counter()
-            response = client.get(path)
+            response = client.get(path)  # type: ignore[attr-defined]
             timings.append((time.perf_counter() - started) * 1000)
             if response.status_code != 200:
                 raise RuntimeError(f"{path} answered {response.status_code}")
@@ -127,6 +176,7 @@ def main() -> int:
         rows = console_pages_bench(
             dead_letters=args.dead_letters, attempts=args.attempts, rounds=args.rounds
         )
+        rows += portal_pages_bench(rounds=args.rounds)
         print(f"(seed and measure took {time.monotonic() - started:.0f} s)")
         print_table(rows)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import environ
@@ -52,6 +53,14 @@ for origin in CSRF_TRUSTED_ORIGINS:
         raise environ.ImproperlyConfigured(
             f"CSRF_TRUSTED_ORIGINS: {origin!r} needs its scheme (https://{origin})"
         )
+# Origins allowed to embed the consumer portal in an iframe (CSP frame-ancestors); none by
+# default. Checked here because each one is copied into a response header.
+HOMING_PORTAL_FRAME_ANCESTORS = env.list("HOMING_PORTAL_FRAME_ANCESTORS", default=[])
+for origin in HOMING_PORTAL_FRAME_ANCESTORS:
+    if not re.fullmatch(r"https?://[A-Za-z0-9.*-]+(:[0-9]{1,5})?", origin):
+        raise environ.ImproperlyConfigured(
+            f"HOMING_PORTAL_FRAME_ANCESTORS: {origin!r} is not an origin (https://host[:port])"
+        )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -68,6 +77,7 @@ INSTALLED_APPS = [
     "deliveries",
     "dlq",
     "console",
+    "portal",
 ]
 
 MIDDLEWARE = [

@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("webhooks.api.urls")),
     path("", include("deliveries.api.urls")),
     path("", include("dlq.api.urls")),
+    path("", include("portal.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
 
@@ -24,5 +25,6 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("admin/login/", throttled_login(admin.site.login)),  # the console's login throttle
     path("admin/", admin.site.urls),
+    path("portal/", include("portal.urls")),  # the consumer portal
     path("", include("console.urls")),  # the staff console
 ]

@@ -63,9 +63,11 @@ def attempts_chart(
             for i, value in enumerate(values)
         )
     chart.empty = not any(chart.totals.values())
+    # Attempts are whole: a middle tick only where half the peak is a whole number (with a
+    # peak of 1 or 5, "0.5" rounded to "0" labelled the wrong height).
+    values = [0, peak // 2, peak] if peak % 2 == 0 else [0, peak]
     chart.y_ticks = [
-        Tick(position=TOP + plot_h - fraction * plot_h, label=f"{round(peak * fraction):,}")
-        for fraction in (0, 0.5, 1)
+        Tick(position=TOP + plot_h - value * plot_h / peak, label=f"{value:,}") for value in values
     ]
     for i in range(0, minutes, 60):
         moment = start + timedelta(minutes=i)

@@ -18,6 +18,7 @@ from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import Criteria, dead_letters_matching, dead_letters_waiting
 from webhooks.models import Endpoint, Event, Tenant
+from webhooks.scope import Scope
 
 PAGE_SIZE = 50
 CHART_HOURS = 6
@@ -203,12 +204,12 @@ class DeliveryDetail:
     dead_letters: list[DeadLetter]
 
 
-def delivery_detail(*, delivery_id: str) -> DeliveryDetail | None:
-    delivery = (
-        Delivery.objects.select_related("event", "endpoint", "tenant")
-        .filter(pk=delivery_id)
-        .first()
-    )
+def delivery_detail(*, delivery_id: str, scope: Scope | None = None) -> DeliveryDetail | None:
+    """One delivery for its page; with a scope (the portal) only one the scope may see."""
+    deliveries = Delivery.objects.select_related("event", "endpoint", "tenant")
+    if scope is not None:
+        deliveries = scope.narrow(deliveries)
+    delivery = deliveries.filter(pk=delivery_id).first()
     if delivery is None:
         return None
     return DeliveryDetail(
@@ -232,8 +233,21 @@ class EndpointDetail:
 HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")
 
 
-def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> EndpointDetail | None:
-    endpoint = Endpoint.objects.select_related("tenant").filter(pk=endpoint_id).first()
+def endpoint_detail(
+    *,
+    endpoint_id: str,
+    cursor: str = "",
+    size: int = 25,
+    scope: Scope | None = None,
+    status: str = "",
+    event_type: str = "",
+) -> EndpointDetail | None:
+    """An endpoint and a page of its deliveries (optionally of one status or event type);
+    with a scope (the portal) only an endpoint the scope may see."""
+    endpoints = Endpoint.objects.select_related("tenant")
+    if scope is not None:
+        endpoints = scope.narrow(endpoints)
+    endpoint = endpoints.filter(pk=endpoint_id).first()
     if endpoint is None:
         return None
     # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
@@ -244,6 +258,10 @@ def endpoint_detail(*, endpoint_id: str, cursor: str = "", size: int = 25) -> En
         .select_related("event")
         .order_by("-created_at", "-id")
     )
+    if status:
+        deliveries = deliveries.filter(status=status)
+    if event_type:
+        deliveries = deliveries.filter(event__type=event_type)
     if cursor:
         created_text, last_id = cursor_decode(cursor, size=2)
         created = datetime.fromisoformat(created_text)

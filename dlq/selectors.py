@@ -221,6 +221,7 @@ class Criteria(TypedDict, total=False):
     """A filter over the queue, JSON-serialisable (a replay job stores it)."""
 
     tenant: str
+    owner: str  # the endpoints' owner (a consumer's scope)
     ids: list[str]
     endpoint: str
     event_type: str
@@ -240,6 +241,8 @@ def dead_letters_matching(*, criteria: Criteria | dict[str, Any]) -> QuerySet[De
     filters = Q()
     if "tenant" in criteria:
         filters &= Q(tenant_id=criteria["tenant"])
+    if "owner" in criteria:
+        filters &= Q(endpoint__owner=criteria["owner"])
     if "ids" in criteria:
         filters &= Q(pk__in=criteria["ids"])
     if "endpoint" in criteria:

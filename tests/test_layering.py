@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("webhooks", "deliveries", "dlq", "console")
+APPS = ("webhooks", "deliveries", "dlq", "console", "portal")
 PACKAGES = ("core", "api", "config", *APPS)
 # app -> apps whose models it must never import (the arrows point the other way).
 FORBIDDEN_MODELS = {"webhooks": ("deliveries", "dlq"), "deliveries": ("dlq",)}

@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from core.exceptions import InvalidInput
-from webhooks.models import ApiKey, Endpoint, Event, Tenant
+from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
@@ -29,6 +29,19 @@ class TenantAdmin(admin.ModelAdmin):
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["prefix", "tenant", "created_at", "revoked_at"]
     readonly_fields = ["key_hash", "prefix", "tenant", "created_at"]
+
+
+@admin.register(ConsumerKey)
+class ConsumerKeyAdmin(admin.ModelAdmin):
+    """Made through the API (the key is shown once there); here to see and revoke."""
+
+    list_display = ["prefix", "owner", "tenant", "created_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["owner", "prefix"]
+    readonly_fields = ["key_hash", "prefix", "tenant", "owner", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 class EndpointForm(forms.ModelForm):
@@ -66,9 +79,9 @@ class EndpointAdmin(admin.ModelAdmin):
     counts against the tenant's limit); a deactivation parks the pending deliveries."""
 
     form = EndpointForm
-    list_display = ["url", "tenant", "is_active", "circuit_state", "created_at"]
+    list_display = ["url", "tenant", "owner", "is_active", "circuit_state", "created_at"]
     list_filter = ["is_active", "circuit_state"]
-    search_fields = ["url", "id"]
+    search_fields = ["url", "id", "owner"]
     list_select_related = ["tenant"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> list[str]:

@@ -46,6 +46,30 @@ class LiveEndpoints(models.Manager["Endpoint"]):
         return super().get_queryset().filter(deleted_at__isnull=True)
 
 
+class ConsumerKey(models.Model):
+    """A key for one of the tenant's customers (`hoc_…`): the tenant's REST API narrowed to
+    the endpoints of `owner`. Only its SHA-256 is stored; the key is shown once."""
+
+    id = id_field("ck")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="consumer_keys")
+    owner = models.CharField(max_length=255)
+    description = models.CharField(max_length=500, blank=True, default="")
+    # Authentication looks a key up by its hash: the unique index serves that query.
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=16, help_text="First characters, to recognise a key")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # GET /consumer-keys: a tenant's keys on the keyset (created_at, id).
+            models.Index(fields=["tenant", "-created_at", "-id"], name="consumerkey_tenant_keyset"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.owner})"
+
+
 class Endpoint(models.Model):
     class Circuit(models.TextChoices):
         CLOSED = "closed"  # deliveries flow
@@ -60,6 +84,9 @@ class Endpoint(models.Model):
     rate_limit = models.PositiveIntegerField(null=True, blank=True)
     headers = models.JSONField(default=dict, blank=True)
     is_active = models.BooleanField(default=True)
+    # The tenant's own name for the customer this endpoint belongs to (null: none);
+    # consumer keys and portal sessions see only the endpoints of their owner.
+    owner = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (API shows null)
     # The signing secret, encrypted (core.crypto); only services decrypt it.
     secret = models.TextField()
     # Secrets replaced within the rotation grace, still signing until their expiry:
@@ -103,6 +130,8 @@ class Endpoint(models.Model):
             # GET /endpoints: a tenant's endpoints on the keyset (created_at, id), newest
             # first; also ingestion's active lookup and the per-tenant limit's count.
             models.Index(fields=["tenant", "-created_at", "-id"], name="endpoint_tenant_keyset"),
+            # An owner's endpoints (consumer keys, the portal, GET /endpoints?owner=).
+            models.Index(fields=["tenant", "owner"], name="endpoint_tenant_owner"),
         ]
 
     def __str__(self) -> str:

@@ -30,6 +30,15 @@ TENANTS = {
     "ten_demo_hooli": ("Hooli Cloud", ["events.hooli.example"]),
     "ten_demo_stark": ("Stark Energy", ["grid.stark.example", "billing.stark.example"]),
 }
+# Each demo tenant's customer who owns its endpoints (the consumer portal's `owner`).
+OWNERS = {
+    "ten_demo_acme": "northwind",
+    "ten_demo_globex": "contoso",
+    "ten_demo_initech": "fabrikam",
+    "ten_demo_umbrella": "tailspin",
+    "ten_demo_hooli": "wingtip",
+    "ten_demo_stark": "adventure-works",
+}
 EVENT_TYPES = [
     "order.paid",
     "order.refunded",
@@ -65,8 +74,12 @@ def demo_setup() -> dict[str, list[Endpoint]]:
                     "description": f"{name} {'primary' if n == 0 else 'secondary'} receiver",
                     "event_types": [] if n == 0 else ["order.*", "invoice.*"],
                     "secret": crypto.encrypt(generate_secret()),  # stored encrypted, as always
+                    "owner": OWNERS[tenant_id],
                 },
             )
+            if endpoint.owner is None:  # seeded before endpoints had owners
+                Endpoint.objects.filter(pk=endpoint.pk).update(owner=OWNERS[tenant_id])
+                endpoint.owner = OWNERS[tenant_id]
             endpoints[tenant_id].append(endpoint)
     return endpoints
 

@@ -25,6 +25,7 @@ from webhooks.models import Endpoint
 class DeliveryList(TenantScoped, generics.ListAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
     filter_backends = [QueryFilters]
     query_filters = [
         QueryFilter(
@@ -49,6 +50,7 @@ class DeliveryList(TenantScoped, generics.ListAPIView):
 class DeliveryDetail(TenantScoped, generics.RetrieveAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
 
     def get_queryset(self) -> QuerySet[Delivery]:
         return super().get_queryset().prefetch_related("attempts")
@@ -57,6 +59,7 @@ class DeliveryDetail(TenantScoped, generics.RetrieveAPIView):
 class DeliveryRetry(TenantScoped, generics.GenericAPIView):
     model = Delivery
     serializer_class = DeliverySerializer
+    consumer_allowed = True
 
     @extend_schema(
         request=None,
@@ -73,6 +76,7 @@ class EndpointMessages(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = FeedPageSerializer
+    consumer_allowed = True
 
     @extend_schema(
         parameters=[FeedQuerySerializer],

@@ -22,8 +22,8 @@ from dlq.api.serializers import (
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
-from dlq.services.replay import NotReplayable, dead_letter_replay
-from dlq.services.replay_jobs import replay_job_create
+from dlq.services.replay import dead_letter_replay
+from dlq.services.replay_jobs import endpoint_recover, replay_job_create
 from webhooks.models import Endpoint
 
 
@@ -39,11 +39,12 @@ class InQueue(TenantScoped):
     """The caller's dead letters that were not discarded."""
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
-        return dead_letters_in_queue().filter(tenant=self.request.auth)
+        return self.request.auth.narrow(dead_letters_in_queue())
 
 
 class DeadLetterList(InQueue, generics.ListAPIView):
     serializer_class = DeadLetterSerializer
+    consumer_allowed = True
     pagination_class = DeadLetterPagination
     filter_backends = [QueryFilters]
     query_filters = [
@@ -69,6 +70,7 @@ class DeadLetterDetail(InQueue, generics.GenericAPIView):
 
 class DeadLetterReplay(InQueue, generics.GenericAPIView):
     serializer_class = DeadLetterSerializer
+    consumer_allowed = True
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
         return super().get_queryset().select_related("endpoint")
@@ -89,11 +91,12 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
 def _criteria(request: Request) -> dict[str, Any]:
     selection = BulkSelectionSerializer(data=request.data)
     selection.is_valid(raise_exception=True)
-    return {**selection.validated_data, "tenant": request.auth.pk}
+    return request.auth.criteria(**selection.validated_data)
 
 
 class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
     serializer_class = BulkSelectionSerializer
+    consumer_allowed = True
 
     @extend_schema(responses={202: ReplayedSerializer}, operation_id="dead_letters_replay")
     def post(self, request: Request) -> Response:
@@ -117,20 +120,14 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = RecoverSerializer
+    consumer_allowed = True
 
     @extend_schema(responses={202: ReplayedSerializer})
     def post(self, request: Request, pk: str) -> Response:
         endpoint = self.get_object()
         window = RecoverSerializer(data=request.data)
         window.is_valid(raise_exception=True)
-        if not endpoint.is_active:
-            raise NotReplayable("The endpoint is deactivated; activate it, then recover.")
-        criteria = {
-            "tenant": request.auth.pk,
-            "endpoint": endpoint.pk,
-            "dead_after": window.validated_data["since"].isoformat(),
-        }
-        if until := window.validated_data.get("until"):
-            criteria["dead_before"] = until.isoformat()
-        job = replay_job_create(criteria=criteria)
+        job = endpoint_recover(
+            endpoint=endpoint, criteria=request.auth.criteria(), **window.validated_data
+        )
         return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)

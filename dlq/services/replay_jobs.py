@@ -9,7 +9,7 @@ the Celery task's redelivery, and by anyone polling a stalled job) carries on fr
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -20,7 +20,8 @@ from django.utils import timezone
 from config.celery import app
 from dlq.models import ReplayJob
 from dlq.selectors import Criteria, dead_letters_waiting
-from dlq.services.replay import dead_letters_replay
+from dlq.services.replay import NotReplayable, dead_letters_replay
+from webhooks.models import Endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,24 @@ def replay_job_create(*, criteria: Criteria | dict[str, Any], requested_by: str 
     if total:
         transaction.on_commit(lambda: replay_job_publish(job_id=job.pk))
     return job
+
+
+def endpoint_recover(
+    *,
+    endpoint: Endpoint,
+    criteria: Criteria | dict[str, Any],
+    since: datetime,
+    until: datetime | None = None,
+    requested_by: str = "",
+) -> ReplayJob:
+    """Replay, in the background, every dead delivery of `endpoint` that died from `since`
+    (until `until`, default now). `criteria` limits it to the caller's scope."""
+    if not endpoint.is_active:
+        raise NotReplayable("The endpoint is deactivated; activate it, then recover.")
+    window = {**criteria, "endpoint": endpoint.pk, "dead_after": since.isoformat()}
+    if until is not None:
+        window["dead_before"] = until.isoformat()
+    return replay_job_create(criteria=window, requested_by=requested_by)
 
 
 def replay_job_publish(*, job_id: str) -> None:

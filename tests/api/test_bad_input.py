@@ -13,7 +13,7 @@ from drf_spectacular.generators import EndpointEnumerator
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-from webhooks.models import Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event
 
 from ..dlq.test_replay import dead_letter_for, make_endpoint
 
@@ -176,6 +176,7 @@ def test_the_walk_finds_every_route_group():
 def one_of_each(alice):
     """Alice has an object of every kind, so that routes with a real id reach their filters."""
     dead_letter_for(alice, make_endpoint(alice))
+    alice.client.post("/api/v1/consumer-keys", {"owner": "acme"}, format="json")
     return alice
 
 
@@ -185,6 +186,7 @@ COLLECTIONS = {
     "events": Event,
     "deliveries": Delivery,
     "dead-letters": DeadLetter,
+    "consumer-keys": ConsumerKey,
 }
 
 
@@ -196,7 +198,7 @@ def _real_id(path: str, view_class: type, tenant) -> str:
 
 
 def test_every_route_has_an_object_to_walk_with(one_of_each):
-    for model in (Endpoint, Event, Delivery, DeadLetter):
+    for model in (Endpoint, Event, Delivery, DeadLetter, ConsumerKey):
         assert model.objects.filter(tenant=one_of_each.tenant).exists(), model
 
 

@@ -29,6 +29,9 @@ def start_django(**env: str) -> subprocess.CompletedProcess[str]:
         ("HOMING_SECRET_ROTATION_GRACE", "soon"),
         ("HOMING_MAX_ENDPOINTS_PER_TENANT", "0"),
         ("CSRF_TRUSTED_ORIGINS", "https://ok.example.com,homing.example.com"),
+        # Copied into a CSP header: a `;` would add directives of the attacker's choosing.
+        ("HOMING_PORTAL_FRAME_ANCESTORS", "https://app.example.com; script-src *"),
+        ("HOMING_PORTAL_FRAME_ANCESTORS", "app.example.com"),
     ],
 )
 def test_a_bad_setting_refuses_start_up_naming_the_variable(name, value):
@@ -85,3 +88,14 @@ def test_csrf_trusted_origins_come_from_the_environment():
     assert started.stdout.strip() == repr(
         ["https://homing.example.com", "https://ops.example.com:8443"]
     )
+
+
+def test_portal_frame_ancestors_come_from_the_environment():
+    env = {
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "SECRET_KEY": "k" * 50,
+        "HOMING_PORTAL_FRAME_ANCESTORS": "https://app.example.com,http://localhost:3000",
+    }
+    started = settings_of(env, "HOMING_PORTAL_FRAME_ANCESTORS")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == repr(["https://app.example.com", "http://localhost:3000"])

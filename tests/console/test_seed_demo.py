@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Sum
 
+from console.services.demo_data import OWNERS
 from deliveries.models import Attempt, AttemptMinute, Delivery
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Tenant
@@ -27,6 +28,8 @@ def test_it_seeds_demo_data_and_a_second_run_adds_only_what_is_missing():
     assert AttemptMinute.objects.aggregate(n=Sum("count"))["n"] == attempts
     assert Tenant.objects.count() == 6 and Endpoint.objects.count() == 10
     assert "done in" in out.getvalue()
+    # Every demo endpoint belongs to its tenant's customer (the consumer portal's owner).
+    assert set(Endpoint.objects.values_list("tenant_id", "owner")) == set(OWNERS.items())
 
     call_command("seed_demo", "--dead-letters", "300", "--attempts", "3000", stdout=StringIO())
     # Topped up to the numbers asked for, not doubled.

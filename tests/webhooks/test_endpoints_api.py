@@ -33,6 +33,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
         "rate_limit",
         "headers",
         "is_active",
+        "owner",
         "circuit_state",
         "consecutive_failures",
         "failing_since",

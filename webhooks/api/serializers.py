@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from api.fields import BlankAsNullField, StrictBooleanField, StrictCharField, StrictIntegerField
 from deliveries.statuses import public_status
-from webhooks.models import Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
 from webhooks.services.event_input import EVENT_TYPE
@@ -77,6 +77,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     headers = HeadersField(required=False)
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
+    owner = StrictCharField(allow_null=True, required=False, trim_whitespace=False, max_length=255)
 
     class Meta:
         model = Endpoint
@@ -88,6 +89,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "rate_limit",
             "headers",
             "is_active",
+            "owner",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -169,3 +171,25 @@ class EventSummarySerializer(serializers.ModelSerializer):
 
 class EventBatchSerializer(serializers.Serializer):
     events = EventSerializer(many=True)
+
+
+class ConsumerKeyCreateSerializer(serializers.Serializer):
+    owner = StrictCharField(trim_whitespace=False, max_length=255)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+class ConsumerKeySerializer(serializers.ModelSerializer):
+    """A consumer key as lists show it: never the key itself (only its first characters)."""
+
+    class Meta:
+        model = ConsumerKey
+        fields = ["id", "owner", "description", "prefix", "created_at"]
+
+
+class ConsumerKeyWithKeySerializer(ConsumerKeySerializer):
+    """The answer to POST /consumer-keys: the one time the key is shown."""
+
+    key = serializers.CharField(read_only=True)
+
+    class Meta(ConsumerKeySerializer.Meta):
+        fields = [*ConsumerKeySerializer.Meta.fields, "key"]

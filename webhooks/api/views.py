@@ -12,11 +12,14 @@ from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.filters import QueryFilters, event_type_filter
+from api.filters import QueryFilter, QueryFilters, event_type_filter
 from api.schema import RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors
 from api.scoping import TenantScoped
 from webhooks.api import intake
 from webhooks.api.serializers import (
+    ConsumerKeyCreateSerializer,
+    ConsumerKeySerializer,
+    ConsumerKeyWithKeySerializer,
     EndpointSerializer,
     EndpointWithSecretSerializer,
     EventBatchCreateSerializer,
@@ -27,7 +30,9 @@ from webhooks.api.serializers import (
     SecretSerializer,
     TestEventSerializer,
 )
-from webhooks.models import Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event
+from webhooks.services.consumer_keys import consumer_key_create, consumer_key_revoke
+from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
@@ -52,12 +57,27 @@ NO_BODY = "Reads no request body (one sent is ignored)."
 class EndpointList(TenantScoped, generics.ListCreateAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
+    consumer_allowed = True
+    filter_backends = [QueryFilters]
+    query_filters = [
+        QueryFilter(
+            "owner",
+            "owner",
+            "Only the endpoints of this owner.",
+            pattern=r"[^\x00-\x1f\x7f-\x9f]{1,255}",
+        )
+    ]
 
     @extend_schema(responses={201: EndpointWithSecretSerializer})
     def post(self, request: Request) -> Response:
         incoming = EndpointSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        endpoint = endpoint_create(tenant=request.auth, **incoming.validated_data)
+        scope = request.auth
+        fields = dict(incoming.validated_data)
+        if scope.is_consumer:
+            fields.pop("owner", None)  # forced to the consumer's own, whatever the body says
+        fields = endpoint_fields_for_scope(scope=scope, fields=fields)
+        endpoint = endpoint_create(tenant=scope.tenant, **fields)
         # The one endpoint body that shows the secret: the caller has just created it.
         body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -67,11 +87,13 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
     model = Endpoint
     serializer_class = EndpointSerializer
     http_method_names = ["get", "patch", "delete", "options"]
+    consumer_allowed = True
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = endpoint_update(
-            endpoint=serializer.instance, **serializer.validated_data
+        fields = endpoint_fields_for_scope(
+            scope=self.request.auth, fields=dict(serializer.validated_data)
         )
+        serializer.instance = endpoint_update(endpoint=serializer.instance, **fields)
 
     def perform_destroy(self, instance: Endpoint) -> None:
         endpoint_delete(endpoint=instance)
@@ -80,6 +102,7 @@ class EndpointDetail(TenantScoped, generics.RetrieveUpdateDestroyAPIView):
 class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = SecretSerializer
+    consumer_allowed = True
 
     @extend_schema(request=None, responses={200: SecretSerializer}, description=NO_BODY)
     def post(self, request: Request, pk: str) -> Response:
@@ -92,6 +115,7 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
 
     model = Endpoint
     serializer_class = SecretSerializer
+    consumer_allowed = True
 
     def get(self, request: Request, pk: str) -> Response:
         return Response({"secret": endpoint_secret(endpoint=self.get_object())})
@@ -100,6 +124,7 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
 class EndpointSendTest(TenantScoped, generics.GenericAPIView):
     model = Endpoint
     serializer_class = TestEventSerializer
+    consumer_allowed = True
 
     @extend_schema(
         request=None, responses={202: TestEventSerializer, **errors(409)}, description=NO_BODY
@@ -163,3 +188,36 @@ class EventDetail(TenantScoped, generics.RetrieveAPIView):
 
     def get_queryset(self) -> QuerySet[Event]:
         return super().get_queryset().prefetch_related("deliveries")
+
+
+class ConsumerKeyList(TenantScoped, generics.ListAPIView):
+    """The tenant's live consumer keys (a consumer key gets 403: keys are the tenant's)."""
+
+    model = ConsumerKey
+    serializer_class = ConsumerKeySerializer
+
+    def get_queryset(self) -> QuerySet[ConsumerKey]:
+        return super().get_queryset().filter(revoked_at__isnull=True)
+
+    @extend_schema(
+        request=ConsumerKeyCreateSerializer, responses={201: ConsumerKeyWithKeySerializer}
+    )
+    def post(self, request: Request) -> Response:
+        incoming = ConsumerKeyCreateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        key, raw_key = consumer_key_create(tenant=request.auth.tenant, **incoming.validated_data)
+        body = {**ConsumerKeySerializer(key).data, "key": raw_key}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ConsumerKeyDetail(TenantScoped, generics.GenericAPIView):
+    model = ConsumerKey
+    serializer_class = ConsumerKeySerializer
+
+    def get_queryset(self) -> QuerySet[ConsumerKey]:
+        return super().get_queryset().filter(revoked_at__isnull=True)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk: str) -> Response:
+        consumer_key_revoke(consumer_key=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from core.exceptions import InvalidInput
 from core.network import resolve_blocked_reason
+from webhooks.scope import Scope
 
 MAX_URL_LENGTH = 2048
 MAX_CUSTOM_HEADERS = 20
@@ -148,7 +149,41 @@ def endpoint_rate_limit_check(*, rate_limit: Any) -> int | None:
     return rate_limit
 
 
+MAX_OWNER_LENGTH = 255
+
+
+def endpoint_owner_check(*, owner: Any) -> str | None:
+    """null, or 1-255 printable characters: the tenant's own name for its customer."""
+    if owner is None:
+        return None
+    if not isinstance(owner, str) or not 1 <= len(owner) <= MAX_OWNER_LENGTH:
+        raise InvalidInput("owner", f"Must be null or 1 to {MAX_OWNER_LENGTH} characters.")
+    if not owner.isprintable():
+        raise InvalidInput("owner", "Must be printable characters only.")
+    return owner
+
+
+def endpoint_fields_for_scope(*, scope: Scope, fields: dict[str, Any]) -> dict[str, Any]:
+    """What a consumer (one owner) may set: its endpoints stay its owner's (forced on
+    create, not handed to anyone else on update), and they never subscribe to Homing's
+    operational events, which are about every endpoint of the tenant (other owners' URLs
+    and failures). The tenant's own key may set anything."""
+    if not scope.is_consumer:
+        return fields
+    if fields.get("owner", scope.owner) != scope.owner:
+        raise InvalidInput("owner", "A consumer key cannot change an endpoint's owner.")
+    for pattern in fields.get("event_types") or []:
+        if isinstance(pattern, str) and pattern.startswith("homing."):
+            raise InvalidInput(
+                "event_types",
+                f"{pattern!r}: operational events (homing.*) are about all of the tenant's "
+                "endpoints; only the tenant's own key can subscribe to them.",
+            )
+    return {**fields, "owner": scope.owner}
+
+
 CHECKS = {
+    "owner": lambda value: endpoint_owner_check(owner=value),
     "url": lambda value: endpoint_url_check(url=value),
     "headers": lambda value: endpoint_headers_check(headers=value),
     "event_types": lambda value: endpoint_event_types_check(event_types=value),

@@ -24,7 +24,15 @@ HEALTH_CLEARED = {
     "disabled_reason": "",
     "probe_at": None,
 }
-ENDPOINT_FIELDS = ("url", "description", "event_types", "rate_limit", "headers", "is_active")
+ENDPOINT_FIELDS = (
+    "url",
+    "description",
+    "event_types",
+    "rate_limit",
+    "headers",
+    "is_active",
+    "owner",
+)
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
 MAX_PREVIOUS_SECRETS = 10

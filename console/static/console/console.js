@@ -38,6 +38,12 @@ if (job) {
           ? `finished: ${state.replayed} of ${state.total} replayed`
           : `${state.done} of ${state.total} handled`;
         if (state.status === "finished") {
+          if ("running" in job.dataset) {
+            // The rows below were drawn before the replay: draw them again as they are
+            // now. The reloaded page shows the job finished, so this happens once.
+            window.location.reload();
+            return;
+          }
           job.querySelector('[data-job="refresh"]').hidden = false;
           return;
         }

@@ -1,0 +1,92 @@
+"""Reads behind the consumer portal's own pages. The pages it shares with the console (an
+endpoint and its deliveries, a delivery, dead letters) use console.selectors with the
+session's Scope: one selector per question."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection
+from django.db.models import Count
+from django.utils import timezone
+
+from deliveries.models import Delivery
+from dlq.models import DeadLetter
+from webhooks.models import Endpoint
+from webhooks.scope import Scope
+
+
+@dataclass
+class EndpointHealth:
+    endpoint: Endpoint
+    success_rate: float | None  # of its deliveries of the last 24 h that finished; None: none
+    finished_day: int
+    waiting_dead_letters: int
+
+
+def endpoints_with_health(*, scope: Scope) -> list[EndpointHealth]:
+    """The scope's endpoints, newest first, each with its last day's success rate: of the
+    deliveries created in the last 24 h that finished, the share that succeeded."""
+    endpoints = list(scope.narrow(Endpoint.objects.all()).order_by("-created_at", "-id"))
+    ids = [endpoint.pk for endpoint in endpoints]
+    finished: dict[str, dict[str, int]] = {pk: {} for pk in ids}
+    # Index delivery_tenant_created: the tenant's last day, grouped by endpoint and status.
+    for row in (
+        Delivery.objects.filter(
+            tenant_id=scope.tenant_id,
+            endpoint_id__in=ids,
+            created_at__gte=timezone.now() - timedelta(hours=24),
+            status__in=[Delivery.Status.SUCCEEDED, Delivery.Status.DEAD],
+        )
+        .values("endpoint_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        finished[row["endpoint_id"]][row["status"]] = row["n"]
+    waiting = dict(
+        # Index deadletter_waiting_endpoint (partial): each endpoint's waiting letters.
+        DeadLetter.objects.filter(
+            endpoint_id__in=ids, replayed_at__isnull=True, discarded_at__isnull=True
+        )
+        .values_list("endpoint_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    rows = []
+    for endpoint in endpoints:
+        counts = finished[endpoint.pk]
+        total = sum(counts.values())
+        rows.append(
+            EndpointHealth(
+                endpoint=endpoint,
+                success_rate=counts.get(Delivery.Status.SUCCEEDED, 0) / total if total else None,
+                finished_day=total,
+                waiting_dead_letters=waiting.get(endpoint.pk, 0),
+            )
+        )
+    return rows
+
+
+EVENT_TYPES_SHOWN = 200
+
+# The distinct types of a tenant's events by skipping through index
+# event_tenant_type_keyset (tenant, type, ...): one index probe per type, however many
+# events each type has. A plain DISTINCT would read every event of the tenant.
+EVENT_TYPES_SQL = """
+WITH RECURSIVE types(type) AS (
+    SELECT MIN(type) FROM webhooks_event WHERE tenant_id = %(tenant)s
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM webhooks_event WHERE tenant_id = %(tenant)s AND type > types.type)
+    FROM types WHERE types.type IS NOT NULL
+)
+SELECT type FROM types WHERE type IS NOT NULL LIMIT %(limit)s
+"""
+
+
+def event_types_sent(*, tenant_id: str) -> list[str]:
+    """The event types a tenant has sent (at most EVENT_TYPES_SHOWN), in name order, without
+    Homing's own test and operational events."""
+    with connection.cursor() as cursor:
+        cursor.execute(EVENT_TYPES_SQL, {"tenant": tenant_id, "limit": EVENT_TYPES_SHOWN})
+        return [row[0] for row in cursor.fetchall() if not row[0].startswith("homing.")]
