@@ -33,6 +33,7 @@ from django.utils import timezone
 from config.logs import delivery_log_context
 from config.version import VERSION
 from core.clock import database_offset, database_time
+from core.crypto import DecryptionFailed
 from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
 from deliveries.fair_share import DueEndpoint, fair_shares
@@ -80,6 +81,14 @@ LINE_PER_REQUEST = 2
 # A delivery claimed ahead that no answer took within this is given back: its lease must
 # still cover a whole attempt when it starts.
 NEXT_IN_LINE_SECONDS = 2.0
+# A delivery whose endpoint's secret this process cannot decrypt waits this long before
+# it is claimed again (by any worker): long enough not to spin, short enough that a
+# worker with the key soon sends it.
+UNREADABLE_SECRET_WAIT_SECONDS = 30
+UNREADABLE_SECRET_ERROR = (
+    "cannot decrypt the endpoint's signing secret: this worker's HOMING_ENCRYPTION_KEY "
+    "lacks the key that encrypted it"
+)
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -218,6 +227,8 @@ class Worker:
             return not self._stopping.is_set()
         try:
             claimed = self._claim(reserved, policy)
+            more_due = len(claimed) == reserved
+            claimed = self._signable(claimed)
         except BaseException:
             self.slots.cancel(reserved)
             raise
@@ -238,7 +249,37 @@ class Worker:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
         self._line_up_or_give_back(refused, policy)
-        return len(claimed) == reserved
+        return more_due
+
+    def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
+        """Those whose endpoint's secrets this process can decrypt. The others are given
+        back without spending an attempt, due again after UNREADABLE_SECRET_WAIT_SECONDS
+        (a worker that has the key sends them; during a key rotation this one may get it
+        at its next restart): a missing key is the operator's to fix, not a reason for
+        a delivery to die."""
+        unreadable = set()
+        for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
+            try:
+                endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
+            except DecryptionFailed:
+                unreadable.add(endpoint.id)
+        if not unreadable:
+            return claimed
+        waiting = [c for c in claimed if c.endpoint_id in unreadable]
+        for delivery in waiting:
+            logger.error(
+                "delivery %s not sent: %s; it waits %d s without spending an attempt",
+                delivery.id,
+                UNREADABLE_SECRET_ERROR,
+                UNREADABLE_SECRET_WAIT_SECONDS,
+                extra=delivery_log_context(delivery),
+            )
+        deliveries_give_back(
+            delivery_ids=[d.id for d in waiting],
+            delay=timedelta(seconds=UNREADABLE_SECRET_WAIT_SECONDS),
+            last_error=UNREADABLE_SECRET_ERROR,
+        )
+        return [c for c in claimed if c.endpoint_id not in unreadable]
 
     def _claim(self, limit: int, policy: Policy) -> list[Claimed]:
         """Claim fairly between tenants, within each endpoint's room and the retry budget:
@@ -527,7 +568,7 @@ class Worker:
                 ),
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
-        except Exception as exc:  # a bug (e.g. a corrupt secret): fatal, and said loudly
+        except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",
                 delivery.id,
