@@ -24,6 +24,7 @@ from deliveries.services.recording import (
     Recorded,
     attempts_record,
 )
+from deliveries.worker.supervisor import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,15 @@ class Recorder:
     def __init__(self, *, on_deactivate: Callable[[str, str], None]) -> None:
         self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
         self._on_deactivate = on_deactivate
+        self._thread: threading.Thread | None = None
+        self.heartbeat = Heartbeat()  # one batch at a time (the watchdog's patience)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def start(self) -> None:
+        """Start the recording thread (its owner, the Worker, calls this once, then stop)."""
         self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
         self._thread.start()
 
@@ -46,6 +56,9 @@ class Recorder:
         self._queue.put((outcome, done))
 
     def stop(self) -> None:
+        """Record what was submitted, then end the thread (waiting a bounded time)."""
+        if self._thread is None:
+            return
         self._queue.put(None)
         self._thread.join(timeout=WRITE_PATIENCE_SECONDS + 5)
 
@@ -72,7 +85,8 @@ class Recorder:
                 batch.append(more)
             recorded: list[Recorded | None] = [None] * len(batch)
             try:
-                recorded = self._write_with_patience([outcome for outcome, _ in batch])
+                with self.heartbeat.working():
+                    recorded = self._write_with_patience([outcome for outcome, _ in batch])
             finally:
                 for (_, done), item_recorded in zip(batch, recorded, strict=True):
                     done(item_recorded)

@@ -10,7 +10,14 @@ One `Worker` per worker process owns everything that moves a delivery:
   HOMING_DELIVERY_TIMEOUT as a whole;
 - the recorder (recorder.py): a thread writing results in batches;
 - the parker (a thread): deactivated endpoints' backlogs go to the dead-letter queue in
-  bounded batches, never on the recorder's thread.
+  bounded batches, never on the recorder's thread;
+- the releases thread: finished requests' places in the cluster-wide cap, given back in
+  batches;
+- the gatherers (core/background.py): the wake-up publisher and the counters;
+- the watchdog (supervisor.py): if any of these threads dies or is stuck, the process
+  exits so that its supervisor starts a new one.
+
+`start()` starts every one of these threads and `close()` stops and joins each.
 
 No transaction or row lock is held across an HTTP call. If the process dies, the leases
 expire and the scheduler retries those deliveries (at least once).
@@ -32,6 +39,7 @@ from django.utils import timezone
 
 from config.logs import delivery_log_context
 from config.version import VERSION
+from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
 from core.crypto import DecryptionFailed
 from deliveries import concurrency, rate_limits
@@ -55,6 +63,7 @@ from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
+from deliveries.worker.supervisor import Heartbeat, Supervisor, Watched
 from webhooks.services.endpoints import endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
@@ -130,19 +139,49 @@ class Worker:
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._throttled: dict[str, float] = {}  # endpoint id -> monotonic time it may go
-        self._to_park: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self.run, name="homing-claims", daemon=True),
-            threading.Thread(target=self._park_forever, name="homing-parker", daemon=True),
-            threading.Thread(target=self._release_forever, name="homing-releases", daemon=True),
-        ]
+        self._to_park: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._closing = threading.Event()  # the releases thread ends (after the drain)
+        # Every thread is started by start() and stopped by close() (DESIGN.md 17).
+        self._threads: dict[str, threading.Thread] = {}
+        self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+        self._claims_heartbeat = Heartbeat()
+        self._releases_heartbeat = Heartbeat()
+        self.supervisor: Supervisor | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> Worker:
-        for thread in self._threads:
-            thread.start()
+        """Start every thread this process needs to deliver, and the watchdog over them."""
+        # The recorder's transactions publish wake-ups and count through the gatherers.
+        self._gatherers = start_gatherers()
+        self.sender.start()
+        self.recorder.start()
+        for name, target in (
+            ("homing-claims", self.run),
+            ("homing-releases", self._release_until_closed),
+            ("homing-parker", self._park_until_closed),
+        ):
+            self._threads[name] = threading.Thread(target=target, name=name, daemon=True)
+            self._threads[name].start()
+        self.supervisor = Supervisor(
+            watched=self._watched(),
+            ping_loop=lambda answer: self.sender.loop.call_soon_threadsafe(answer),
+        )
+        self.supervisor.start()
         return self
+
+    def _watched(self) -> list[Watched]:
+        threads = [
+            Watched("claims", lambda: self._threads["homing-claims"], self._claims_heartbeat),
+            Watched("event loop", lambda: self.sender.thread),
+            Watched("recorder", lambda: self.recorder.thread, self.recorder.heartbeat),
+            Watched("releases", lambda: self._threads["homing-releases"], self._releases_heartbeat),
+            # No patience: parking a deep backlog takes as long as it takes.
+            Watched("parker", lambda: self._threads["homing-parker"]),
+        ]
+        for gatherer in self._gatherers:
+            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]
+        return threads
 
     def wake(self) -> None:
         """A Celery message: look for due endpoints afresh and claim now. The deliveries
@@ -168,13 +207,23 @@ class Worker:
         return self.slots.wait_idle(timeout)
 
     def close(self) -> None:
+        """Stop and join every thread start() started, each within a bounded wait."""
+        if self.supervisor is not None:
+            self.supervisor.close()  # first: threads that stop now are no fault
         self.stop()
-        claims = self._threads[0]
-        if claims.is_alive():
+        claims = self._threads.get("homing-claims")
+        if claims is not None:
             claims.join(timeout=CLOSE_SECONDS)  # out of its claim, its connection closed
         self.recorder.stop()
         self.sender.close()
+        self._closing.set()
+        self._finishing.set()
+        self._to_park.put(None)
+        for name in ("homing-releases", "homing-parker"):
+            if name in self._threads:
+                self._threads[name].join(timeout=CLOSE_SECONDS)
         self._release_finished()  # what the releases thread has not sent yet
+        close_gatherers(self._gatherers)
 
     # --- the claim loop ----------------------------------------------------------------
 
@@ -189,11 +238,15 @@ class Worker:
             woken = self._woken.wait(IDLE_POLL_SECONDS)
             self._woken.clear()
             try:
-                self._give_back_waited_too_long()
-                if not self._answer_message() and not woken and not deliveries_due_exist():
+                with self._claims_heartbeat.working():
+                    self._give_back_waited_too_long()
+                    due = self._answer_message() or woken or deliveries_due_exist()
+                if not due:
                     continue
-                while not self._stopping.is_set() and self._claim_and_send():
-                    pass
+                while not self._stopping.is_set():
+                    with self._claims_heartbeat.working():
+                        if not self._claim_and_send():
+                            break
             except DatabaseError:
                 logger.warning("database unavailable while claiming; retrying", exc_info=True)
                 connection.close()
@@ -466,16 +519,18 @@ class Worker:
             self._finished.append((delivery.endpoint_id, delivery.id))
         self._finishing.set()
 
-    def _release_forever(self) -> None:
+    def _release_until_closed(self) -> None:
         """Give finished requests' slots back to the cluster as they come, a batch per
         round trip: a slot left held after its answer is room another worker does not see
         (released with the recorder's batches, they stayed held ~50 ms: one endpoint's
-        drain ran at half speed)."""
-        while True:
+        drain ran at half speed). Until close(), after the drain: attempts finishing
+        while the worker drains are released too."""
+        while not self._closing.is_set():
             self._finishing.wait()
             time.sleep(RELEASE_GATHER_SECONDS)  # gather what finishes meanwhile
             self._finishing.clear()
-            self._release_finished()
+            with self._releases_heartbeat.working():
+                self._release_finished()
 
     def _release_finished(self) -> None:
         # Hand-overs before releases, one batch at a time: a delivery handed a slot may
@@ -593,17 +648,20 @@ class Worker:
     def _park_later(self, endpoint_id: str, reason: str) -> None:
         self._to_park.put((endpoint_id, reason))
 
-    def _park_forever(self) -> None:
-        while True:
-            endpoint_id, reason = self._to_park.get()
-            try:
-                close_old_connections()
-                if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
-                    deliveries_kill_for_endpoint(
-                        endpoint_id=endpoint_id, reason="endpoint deactivated"
-                    )
-            except Exception:
-                logger.exception("parking the deliveries of %s failed", endpoint_id)
+    def _park_until_closed(self) -> None:
+        try:
+            while (item := self._to_park.get()) is not None:
+                endpoint_id, reason = item
+                try:
+                    close_old_connections()
+                    if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
+                        deliveries_kill_for_endpoint(
+                            endpoint_id=endpoint_id, reason="endpoint deactivated"
+                        )
+                except Exception:
+                    logger.exception("parking the deliveries of %s failed", endpoint_id)
+        finally:
+            connection.close()  # this thread's own: nothing else would close it
 
     def _recorded(self, _: Recorded | None) -> None:
         self.slots.free()

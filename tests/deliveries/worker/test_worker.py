@@ -14,6 +14,7 @@ from deliveries.worker import Worker
 @pytest.fixture
 def worker():
     created = Worker(capacity=4)
+    created.sender.start()  # the event loop only: no claims, no database
     yield created
     created.close()
 
