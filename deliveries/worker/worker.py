@@ -79,12 +79,14 @@ RATE_HOLD_SECONDS = 2.0
 # Finished requests' cluster slots are given back at most this long after their answer.
 RELEASE_GATHER_SECONDS = 0.002
 # An endpoint at its cap whose first attempts wait counts for the retry budget while it
-# answered a request this recently (budget.py).
+# answered a request with a success this recently (budget.py).
 FIRSTS_MOVING_SECONDS = 1.0
-# An endpoint that answered this recently may have LINE_PER_REQUEST deliveries claimed
-# ahead per request of ours open to it: each answer hands its slot to one (measured, one
-# endpoint at the default cap of 50: a freed slot otherwise sat ~15 ms until the next
-# claim took it, and one worker drained 969/s instead of 1,330-1,540/s).
+# An endpoint that answered this recently with a success may have LINE_PER_REQUEST
+# deliveries claimed ahead per request of ours open to it: each success hands its slot to
+# one (measured, one endpoint at the default cap of 50: a freed slot otherwise sat ~15 ms
+# until the next claim took it, and one worker drained 969/s instead of 1,330-1,540/s).
+# Only a success: a failing endpoint's circuit may be opening, and an open circuit sends
+# only probes (handed over after 503s, a line of 100 went out after it opened).
 ANSWERING_SECONDS = 0.5
 LINE_PER_REQUEST = 2
 # A delivery claimed ahead that no answer took within this is given back: its lease must
@@ -194,6 +196,10 @@ class Worker:
 
     def stop(self) -> None:
         """Claim nothing more; attempts under way carry on (see drain)."""
+        if self.supervisor is not None:
+            # The claim loop ends now, and a shutdown's drain and close are bounded:
+            # nothing from here on is a fault to exit for.
+            self.supervisor.close()
         self._stopping.set()
         self._woken.set()
 
@@ -208,9 +214,7 @@ class Worker:
 
     def close(self) -> None:
         """Stop and join every thread start() started, each within a bounded wait."""
-        if self.supervisor is not None:
-            self.supervisor.close()  # first: threads that stop now are no fault
-        self.stop()
+        self.stop()  # the watchdog first: threads that stop now are no fault
         claims = self._threads.get("homing-claims")
         if claims is not None:
             claims.join(timeout=CLOSE_SECONDS)  # out of its claim, its connection closed
@@ -417,8 +421,8 @@ class Worker:
         self._give_back(given_back)
 
     def _lines_up(self, endpoint_id: str, rate_limit: int | None) -> bool:
-        """Whether deliveries may wait in line at an endpoint: it answers, and no rate
-        limit spaces its requests (the spacing decides when they go)."""
+        """Whether deliveries may wait in line at an endpoint: it answers with successes,
+        and no rate limit spaces its requests (the spacing decides when they go)."""
         return not rate_limit and self.slots.answered(endpoint_id, within=ANSWERING_SECONDS)
 
     def _give_back_waited_too_long(self) -> None:
@@ -543,9 +547,10 @@ class Worker:
             concurrency.release_many(finished=finished)
 
     def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
-        """On the event loop, as a request ends: after an answer, its endpoint slot goes
-        to the delivery next in line there, sent at once; else (a timeout, a refused
-        connection: no reason to hurry) it is left."""
+        """On the event loop, as a request ends: after a success (`answered`), its
+        endpoint slot goes to the delivery next in line there, sent at once; else (a
+        failure, a timeout, a refused connection: no reason to hurry, and the endpoint's
+        circuit may be opening) it is left, and the line waits for the claims' verdict."""
         following = None
         if answered and not self._stopping.is_set():  # stopping: drain gives the line back
             following = self.line.next(delivery.endpoint_id)
@@ -592,7 +597,7 @@ class Worker:
             finally:
                 # The request is over: the endpoint may take another one now; the
                 # capacity slot waits for the record (results held in memory are bounded).
-                self._request_over(delivery, answered=result is not None and not result.error)
+                self._request_over(delivery, answered=succeeded(result))
             self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
             submitted = True
         finally:
@@ -668,6 +673,11 @@ class Worker:
 
     def _wake(self) -> None:
         self._woken.set()
+
+
+def succeeded(result: SendResult | None) -> bool:
+    """A 2xx answer (CONTRACT section 4): the endpoint takes requests as fast as we send."""
+    return result is not None and result.status_code is not None and 200 <= result.status_code < 300
 
 
 def rate_room(endpoint: DueEndpoint) -> int:
