@@ -69,3 +69,24 @@ def test_what_comes_while_it_lingers_shares_one_call():
     gatherer.put(2)
     time.sleep(0.5)
     assert calls == [[1, 2]]
+
+
+def test_until_its_owner_starts_it_the_caller_handles_each_item():
+    calls: list[list[int]] = []
+    gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.3)
+    gatherer.put(1)
+    assert calls == [[1]] and gatherer.thread is None  # no thread was started for it
+
+
+def test_close_handles_what_was_put_then_ends_the_thread():
+    calls: list[list[int]] = []
+    gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.2)
+    gatherer.start()
+    thread = gatherer.thread
+    gatherer.put(1)
+    gatherer.put(2)
+    gatherer.close(timeout=2)
+    assert [n for items in calls for n in items] == [1, 2]
+    assert thread is not None and not thread.is_alive() and gatherer.thread is None
+    gatherer.put(3)  # closed: handled by the caller again
+    assert calls[-1] == [3]
