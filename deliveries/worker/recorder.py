@@ -73,30 +73,33 @@ class Recorder:
             item = self._queue.get()
             if item is None:
                 return
-            batch = [item]
-            while len(batch) < MAX_BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._queue.put(None)  # stop after this batch
-                    break
-                batch.append(more)
-            recorded: list[Recorded | None] = [None] * len(batch)
+            with self.heartbeat.working():  # the whole batch, callbacks included
+                self._record_batch(item)
+
+    def _record_batch(self, item: tuple[Outcome, Done]) -> None:
+        batch = [item]
+        while len(batch) < MAX_BATCH:
             try:
-                with self.heartbeat.working():
-                    recorded = self._write_with_patience([outcome for outcome, _ in batch])
-            finally:
-                for (_, done), item_recorded in zip(batch, recorded, strict=True):
-                    done(item_recorded)
-            deactivate = {
-                r.deactivate_endpoint: r.deactivate_reason
-                for r in recorded
-                if r and r.deactivate_endpoint
-            }
-            for endpoint_id, reason in deactivate.items():
-                self._on_deactivate(endpoint_id, reason)
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                self._queue.put(None)  # stop after this batch
+                break
+            batch.append(more)
+        recorded: list[Recorded | None] = [None] * len(batch)
+        try:
+            recorded = self._write_with_patience([outcome for outcome, _ in batch])
+        finally:
+            for (_, done), item_recorded in zip(batch, recorded, strict=True):
+                done(item_recorded)
+        deactivate = {
+            r.deactivate_endpoint: r.deactivate_reason
+            for r in recorded
+            if r and r.deactivate_endpoint
+        }
+        for endpoint_id, reason in deactivate.items():
+            self._on_deactivate(endpoint_id, reason)
 
     def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
         deadline = time.monotonic() + WRITE_PATIENCE_SECONDS
