@@ -64,7 +64,7 @@ def homing_sender_rate(url: str, *, seconds: float = 5.0, concurrency: int = 400
 
     sender = Sender(
         version="bench", allow_private_networks=True, limit=concurrency, limit_per_host=concurrency
-    )
+    ).start()
     ok = 0
     deadline = time.monotonic() + seconds
 

@@ -151,7 +151,7 @@ def make_homing_sender(port: int, threads: int) -> Callable[[], int]:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from deliveries.sender import Sender
 
-    sender = Sender(version="bench", allow_private_networks=True, limit_per_host=threads)
+    sender = Sender(version="bench", allow_private_networks=True, limit_per_host=threads).start()
     url = f"http://{HOST}:{port}{PATH}"
     extra = {k: v for k, v in HEADERS.items() if k.startswith("webhook-")}
 

@@ -69,6 +69,18 @@ class BalancedThreadWorker(ThreadWorker):
         super().__init__(*args, **kwargs)
         self.handling = 0  # connections in the thread pool (changed on the main thread only)
 
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        # This process's background threads (the publisher, the counters), started by
+        # their owner once Django is loaded; closed at exit (core/background.py). Their
+        # modules are imported here: the URLs, which import them, load on first request.
+        import core.counters
+        import deliveries.queue
+        from core.background import start_gatherers
+
+        assert core.counters.gatherer and deliveries.queue.publisher  # created, not started
+        start_gatherers()
+
     def enqueue_req(self, conn: Any) -> None:
         self.handling += 1
         super().enqueue_req(conn)

@@ -6,7 +6,6 @@ reset). Without Redis (the embedded set-up) they are rows in the database.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import Counter as Tally
 
@@ -51,14 +50,14 @@ def increment_soon(name: str, amount: int = 1) -> None:
     """`increment` from a background thread (with Redis), so that a request does not wait
     on it; under load many requests' counts are added in one round trip."""
     if settings.REDIS_URL:
-        _gatherer().put((name, amount))
+        gatherer.put((name, amount))
     else:
         increment(name, amount)  # a row in the caller's own transaction
 
 
 def flush() -> None:
     """Add what `increment_soon` still holds (tests; the gatherer flushes at exit)."""
-    _gatherer().flush()
+    gatherer.flush()
 
 
 def _add_gathered(counts: list[tuple[str, int]]) -> None:
@@ -68,9 +67,11 @@ def _add_gathered(counts: list[tuple[str, int]]) -> None:
     increment_many(tally)
 
 
-@functools.cache
-def _gatherer() -> Gatherer[tuple[str, int]]:
-    return Gatherer(_add_gathered, name="homing-counters", most=1000, linger=COUNT_EVERY)
+# Its thread is started by the process's owner (core/background.py); until then the
+# counting thread adds its counts itself.
+gatherer: Gatherer[tuple[str, int]] = Gatherer(
+    _add_gathered, name="homing-counters", most=1000, linger=COUNT_EVERY
+)
 
 
 def _increment_row(name: str, amount: int) -> None:

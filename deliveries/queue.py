@@ -20,7 +20,6 @@ expires by itself, so a lost message holds back the fast path for DOORBELL_TTL_M
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Sequence
 
@@ -91,7 +90,7 @@ def publish_retry_when_free(delivery_id: str, *, tries_left: int) -> None:
 def publish_deliveries_on_commit(delivery_ids: Sequence[str]) -> None:
     if delivery_ids:
         ids = list(delivery_ids)
-        transaction.on_commit(lambda: _publisher().put(ids))
+        transaction.on_commit(lambda: publisher.put(ids))
 
 
 def _publish_gathered(gathered: list[list[str]]) -> None:
@@ -100,6 +99,8 @@ def _publish_gathered(gathered: list[list[str]]) -> None:
     wake_workers([delivery_id for ids in gathered for delivery_id in ids][:MESSAGE_SIZE])
 
 
-@functools.cache
-def _publisher() -> Gatherer[list[str]]:
-    return Gatherer(_publish_gathered, name="homing-publisher", most=1000, linger=WAKE_AFTER)
+# Its thread is started by the process's owner (core/background.py); until then the
+# committing thread publishes itself.
+publisher: Gatherer[list[str]] = Gatherer(
+    _publish_gathered, name="homing-publisher", most=1000, linger=WAKE_AFTER
+)

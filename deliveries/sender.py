@@ -23,7 +23,9 @@ What bounds an attempt:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import logging
 import os
 import socket
 import ssl
@@ -40,6 +42,8 @@ from yarl import URL
 
 from core import network
 from deliveries.retry import ErrorKind
+
+logger = logging.getLogger(__name__)
 
 RESPONSE_BODY_LIMIT = 4096  # bytes kept per attempt; the contract shows the first 4 KiB
 # Headers the sender owns; a caller's copy is dropped rather than sent twice.
@@ -155,8 +159,20 @@ class Sender:
         self._limit_per_host = limit_per_host
         self._session: aiohttp.ClientSession | None = None
         self.loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The event loop's thread, once started (its owner watches it)."""
+        return self._thread
+
+    def start(self) -> Sender:
+        """Start the event loop's thread (its owner calls this once, then `close`)."""
+        if self._thread is not None:
+            raise RuntimeError("the sender is already started")
         self._thread = threading.Thread(target=self._run, name="homing-sender", daemon=True)
         self._thread.start()
+        return self
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -233,15 +249,23 @@ class Sender:
         merged["User-Agent"] = self.user_agent
         return merged
 
-    def close(self) -> None:
-        """Close every connection and stop the loop thread."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection and stop the loop thread, waiting `timeout` seconds at
+        most for each (a stuck loop is left to the process's exit)."""
         if self.loop.is_closed():
             return
-        if self._session is not None:
-            session, self._session = self._session, None
-            asyncio.run_coroutine_threadsafe(session.close(), self.loop).result(timeout=5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            if self._session is not None:
+                session, self._session = self._session, None
+                closing = asyncio.run_coroutine_threadsafe(session.close(), self.loop)
+                with contextlib.suppress(Exception):  # TimeoutError: the loop is stuck
+                    closing.result(timeout=timeout)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            thread.join(timeout=timeout)
+            if thread.is_alive():
+                logger.warning("the sender's event loop did not stop within %s s", timeout)
+                return
         self.loop.close()
 
 

@@ -185,15 +185,19 @@ def deliveries_due_exist() -> bool:
     return Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=Now()).exists()
 
 
-def deliveries_give_back(*, delivery_ids: Sequence[str], delay: timedelta = timedelta(0)) -> None:
+def deliveries_give_back(
+    *, delivery_ids: Sequence[str], delay: timedelta = timedelta(0), last_error: str | None = None
+) -> None:
     """Undo a claim without an attempt: the deliveries are due again after `delay`
-    (at once by default)."""
+    (at once by default); `last_error` says why they wait, when it is worth saying."""
+    changes: dict[str, Any] = {} if last_error is None else {"last_error": last_error[:500]}
     Delivery.objects.filter(pk__in=delivery_ids, status=Delivery.Status.DELIVERING).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,
         attempt_count=F("attempt_count") - 1,
         next_attempt_at=ExpressionWrapper(Now() + delay, output_field=DateTimeField()),
         updated_at=timezone.now(),
+        **changes,
     )
 
 

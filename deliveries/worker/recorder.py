@@ -24,6 +24,7 @@ from deliveries.services.recording import (
     Recorded,
     attempts_record,
 )
+from deliveries.worker.supervisor import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,15 @@ class Recorder:
     def __init__(self, *, on_deactivate: Callable[[str, str], None]) -> None:
         self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
         self._on_deactivate = on_deactivate
+        self._thread: threading.Thread | None = None
+        self.heartbeat = Heartbeat()  # one batch at a time (the watchdog's patience)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def start(self) -> None:
+        """Start the recording thread (its owner, the Worker, calls this once, then stop)."""
         self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
         self._thread.start()
 
@@ -46,6 +56,9 @@ class Recorder:
         self._queue.put((outcome, done))
 
     def stop(self) -> None:
+        """Record what was submitted, then end the thread (waiting a bounded time)."""
+        if self._thread is None:
+            return
         self._queue.put(None)
         self._thread.join(timeout=WRITE_PATIENCE_SECONDS + 5)
 
@@ -60,29 +73,33 @@ class Recorder:
             item = self._queue.get()
             if item is None:
                 return
-            batch = [item]
-            while len(batch) < MAX_BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._queue.put(None)  # stop after this batch
-                    break
-                batch.append(more)
-            recorded: list[Recorded | None] = [None] * len(batch)
+            with self.heartbeat.working():  # the whole batch, callbacks included
+                self._record_batch(item)
+
+    def _record_batch(self, item: tuple[Outcome, Done]) -> None:
+        batch = [item]
+        while len(batch) < MAX_BATCH:
             try:
-                recorded = self._write_with_patience([outcome for outcome, _ in batch])
-            finally:
-                for (_, done), item_recorded in zip(batch, recorded, strict=True):
-                    done(item_recorded)
-            deactivate = {
-                r.deactivate_endpoint: r.deactivate_reason
-                for r in recorded
-                if r and r.deactivate_endpoint
-            }
-            for endpoint_id, reason in deactivate.items():
-                self._on_deactivate(endpoint_id, reason)
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                self._queue.put(None)  # stop after this batch
+                break
+            batch.append(more)
+        recorded: list[Recorded | None] = [None] * len(batch)
+        try:
+            recorded = self._write_with_patience([outcome for outcome, _ in batch])
+        finally:
+            for (_, done), item_recorded in zip(batch, recorded, strict=True):
+                done(item_recorded)
+        deactivate = {
+            r.deactivate_endpoint: r.deactivate_reason
+            for r in recorded
+            if r and r.deactivate_endpoint
+        }
+        for endpoint_id, reason in deactivate.items():
+            self._on_deactivate(endpoint_id, reason)
 
     def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
         deadline = time.monotonic() + WRITE_PATIENCE_SECONDS

@@ -10,7 +10,14 @@ One `Worker` per worker process owns everything that moves a delivery:
   HOMING_DELIVERY_TIMEOUT as a whole;
 - the recorder (recorder.py): a thread writing results in batches;
 - the parker (a thread): deactivated endpoints' backlogs go to the dead-letter queue in
-  bounded batches, never on the recorder's thread.
+  bounded batches, never on the recorder's thread;
+- the releases thread: finished requests' places in the cluster-wide cap, given back in
+  batches;
+- the gatherers (core/background.py): the wake-up publisher and the counters;
+- the watchdog (supervisor.py): if any of these threads dies or is stuck, the process
+  exits so that its supervisor starts a new one.
+
+`start()` starts every one of these threads and `close()` stops and joins each.
 
 No transaction or row lock is held across an HTTP call. If the process dies, the leases
 expire and the scheduler retries those deliveries (at least once).
@@ -32,7 +39,9 @@ from django.utils import timezone
 
 from config.logs import delivery_log_context
 from config.version import VERSION
+from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
+from core.crypto import DecryptionFailed
 from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
 from deliveries.fair_share import DueEndpoint, fair_shares
@@ -54,6 +63,7 @@ from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
 from deliveries.worker.recorder import Recorder
 from deliveries.worker.slots import Slots
+from deliveries.worker.supervisor import Heartbeat, Supervisor, Watched
 from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
@@ -69,17 +79,27 @@ RATE_HOLD_SECONDS = 2.0
 # Finished requests' cluster slots are given back at most this long after their answer.
 RELEASE_GATHER_SECONDS = 0.002
 # An endpoint at its cap whose first attempts wait counts for the retry budget while it
-# answered a request this recently (budget.py).
+# answered a request with a success this recently (budget.py).
 FIRSTS_MOVING_SECONDS = 1.0
-# An endpoint that answered this recently may have LINE_PER_REQUEST deliveries claimed
-# ahead per request of ours open to it: each answer hands its slot to one (measured, one
-# endpoint at the default cap of 50: a freed slot otherwise sat ~15 ms until the next
-# claim took it, and one worker drained 969/s instead of 1,330-1,540/s).
+# An endpoint that answered this recently with a success may have LINE_PER_REQUEST
+# deliveries claimed ahead per request of ours open to it: each success hands its slot to
+# one (measured, one endpoint at the default cap of 50: a freed slot otherwise sat ~15 ms
+# until the next claim took it, and one worker drained 969/s instead of 1,330-1,540/s).
+# Only a success: a failing endpoint's circuit may be opening, and an open circuit sends
+# only probes (handed over after 503s, a line of 100 went out after it opened).
 ANSWERING_SECONDS = 0.5
 LINE_PER_REQUEST = 2
 # A delivery claimed ahead that no answer took within this is given back: its lease must
 # still cover a whole attempt when it starts.
 NEXT_IN_LINE_SECONDS = 2.0
+# A delivery whose endpoint's secret this process cannot decrypt waits this long before
+# it is claimed again (by any worker): long enough not to spin, short enough that a
+# worker with the key soon sends it.
+UNREADABLE_SECRET_WAIT_SECONDS = 30
+UNREADABLE_SECRET_ERROR = (
+    "cannot decrypt the endpoint's signing secret: this worker's HOMING_ENCRYPTION_KEY "
+    "lacks the key that encrypted it"
+)
 
 
 def endpoint_cap(capacity: int) -> int:
@@ -121,19 +141,49 @@ class Worker:
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._throttled: dict[str, float] = {}  # endpoint id -> monotonic time it may go
-        self._to_park: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self.run, name="homing-claims", daemon=True),
-            threading.Thread(target=self._park_forever, name="homing-parker", daemon=True),
-            threading.Thread(target=self._release_forever, name="homing-releases", daemon=True),
-        ]
+        self._to_park: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._closing = threading.Event()  # the releases thread ends (after the drain)
+        # Every thread is started by start() and stopped by close() (DESIGN.md 17).
+        self._threads: dict[str, threading.Thread] = {}
+        self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+        self._claims_heartbeat = Heartbeat()
+        self._releases_heartbeat = Heartbeat()
+        self.supervisor: Supervisor | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> Worker:
-        for thread in self._threads:
-            thread.start()
+        """Start every thread this process needs to deliver, and the watchdog over them."""
+        # The recorder's transactions publish wake-ups and count through the gatherers.
+        self._gatherers = start_gatherers()
+        self.sender.start()
+        self.recorder.start()
+        for name, target in (
+            ("homing-claims", self.run),
+            ("homing-releases", self._release_until_closed),
+            ("homing-parker", self._park_until_closed),
+        ):
+            self._threads[name] = threading.Thread(target=target, name=name, daemon=True)
+            self._threads[name].start()
+        self.supervisor = Supervisor(
+            watched=self._watched(),
+            ping_loop=lambda answer: self.sender.loop.call_soon_threadsafe(answer),
+        )
+        self.supervisor.start()
         return self
+
+    def _watched(self) -> list[Watched]:
+        threads = [
+            Watched("claims", lambda: self._threads["homing-claims"], self._claims_heartbeat),
+            Watched("event loop", lambda: self.sender.thread),
+            Watched("recorder", lambda: self.recorder.thread, self.recorder.heartbeat),
+            Watched("releases", lambda: self._threads["homing-releases"], self._releases_heartbeat),
+            # No patience: parking a deep backlog takes as long as it takes.
+            Watched("parker", lambda: self._threads["homing-parker"]),
+        ]
+        for gatherer in self._gatherers:
+            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]
+        return threads
 
     def wake(self) -> None:
         """A Celery message: look for due endpoints afresh and claim now. The deliveries
@@ -146,6 +196,10 @@ class Worker:
 
     def stop(self) -> None:
         """Claim nothing more; attempts under way carry on (see drain)."""
+        if self.supervisor is not None:
+            # The claim loop ends now, and a shutdown's drain and close are bounded:
+            # nothing from here on is a fault to exit for.
+            self.supervisor.close()
         self._stopping.set()
         self._woken.set()
 
@@ -159,13 +213,21 @@ class Worker:
         return self.slots.wait_idle(timeout)
 
     def close(self) -> None:
-        self.stop()
-        claims = self._threads[0]
-        if claims.is_alive():
+        """Stop and join every thread start() started, each within a bounded wait."""
+        self.stop()  # the watchdog first: threads that stop now are no fault
+        claims = self._threads.get("homing-claims")
+        if claims is not None:
             claims.join(timeout=CLOSE_SECONDS)  # out of its claim, its connection closed
         self.recorder.stop()
         self.sender.close()
+        self._closing.set()
+        self._finishing.set()
+        self._to_park.put(None)
+        for name in ("homing-releases", "homing-parker"):
+            if name in self._threads:
+                self._threads[name].join(timeout=CLOSE_SECONDS)
         self._release_finished()  # what the releases thread has not sent yet
+        close_gatherers(self._gatherers)
 
     # --- the claim loop ----------------------------------------------------------------
 
@@ -180,11 +242,15 @@ class Worker:
             woken = self._woken.wait(IDLE_POLL_SECONDS)
             self._woken.clear()
             try:
-                self._give_back_waited_too_long()
-                if not self._answer_message() and not woken and not deliveries_due_exist():
+                with self._claims_heartbeat.working():
+                    self._give_back_waited_too_long()
+                    due = self._answer_message() or woken or deliveries_due_exist()
+                if not due:
                     continue
-                while not self._stopping.is_set() and self._claim_and_send():
-                    pass
+                while not self._stopping.is_set():
+                    with self._claims_heartbeat.working():
+                        if not self._claim_and_send():
+                            break
             except DatabaseError:
                 logger.warning("database unavailable while claiming; retrying", exc_info=True)
                 connection.close()
@@ -218,6 +284,8 @@ class Worker:
             return not self._stopping.is_set()
         try:
             claimed = self._claim(reserved, policy)
+            more_due = len(claimed) == reserved
+            claimed = self._signable(claimed)
         except BaseException:
             self.slots.cancel(reserved)
             raise
@@ -238,7 +306,37 @@ class Worker:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
         self._line_up_or_give_back(refused, policy)
-        return len(claimed) == reserved
+        return more_due
+
+    def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
+        """Those whose endpoint's secrets this process can decrypt. The others are given
+        back without spending an attempt, due again after UNREADABLE_SECRET_WAIT_SECONDS
+        (a worker that has the key sends them; during a key rotation this one may get it
+        at its next restart): a missing key is the operator's to fix, not a reason for
+        a delivery to die."""
+        unreadable = set()
+        for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
+            try:
+                endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
+            except DecryptionFailed:
+                unreadable.add(endpoint.id)
+        if not unreadable:
+            return claimed
+        waiting = [c for c in claimed if c.endpoint_id in unreadable]
+        for delivery in waiting:
+            logger.error(
+                "delivery %s not sent: %s; it waits %d s without spending an attempt",
+                delivery.id,
+                UNREADABLE_SECRET_ERROR,
+                UNREADABLE_SECRET_WAIT_SECONDS,
+                extra=delivery_log_context(delivery),
+            )
+        deliveries_give_back(
+            delivery_ids=[d.id for d in waiting],
+            delay=timedelta(seconds=UNREADABLE_SECRET_WAIT_SECONDS),
+            last_error=UNREADABLE_SECRET_ERROR,
+        )
+        return [c for c in claimed if c.endpoint_id not in unreadable]
 
     def _claim(self, limit: int, policy: Policy) -> list[Claimed]:
         """Claim fairly between tenants, within each endpoint's room and the retry budget:
@@ -323,8 +421,8 @@ class Worker:
         self._give_back(given_back)
 
     def _lines_up(self, endpoint_id: str, rate_limit: int | None) -> bool:
-        """Whether deliveries may wait in line at an endpoint: it answers, and no rate
-        limit spaces its requests (the spacing decides when they go)."""
+        """Whether deliveries may wait in line at an endpoint: it answers with successes,
+        and no rate limit spaces its requests (the spacing decides when they go)."""
         return not rate_limit and self.slots.answered(endpoint_id, within=ANSWERING_SECONDS)
 
     def _give_back_waited_too_long(self) -> None:
@@ -425,16 +523,18 @@ class Worker:
             self._finished.append((delivery.endpoint_id, delivery.id))
         self._finishing.set()
 
-    def _release_forever(self) -> None:
+    def _release_until_closed(self) -> None:
         """Give finished requests' slots back to the cluster as they come, a batch per
         round trip: a slot left held after its answer is room another worker does not see
         (released with the recorder's batches, they stayed held ~50 ms: one endpoint's
-        drain ran at half speed)."""
-        while True:
+        drain ran at half speed). Until close(), after the drain: attempts finishing
+        while the worker drains are released too."""
+        while not self._closing.is_set():
             self._finishing.wait()
             time.sleep(RELEASE_GATHER_SECONDS)  # gather what finishes meanwhile
             self._finishing.clear()
-            self._release_finished()
+            with self._releases_heartbeat.working():
+                self._release_finished()
 
     def _release_finished(self) -> None:
         # Hand-overs before releases, one batch at a time: a delivery handed a slot may
@@ -447,9 +547,10 @@ class Worker:
             concurrency.release_many(finished=finished)
 
     def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
-        """On the event loop, as a request ends: after an answer, its endpoint slot goes
-        to the delivery next in line there, sent at once; else (a timeout, a refused
-        connection: no reason to hurry) it is left."""
+        """On the event loop, as a request ends: after a success (`answered`), its
+        endpoint slot goes to the delivery next in line there, sent at once; else (a
+        failure, a timeout, a refused connection: no reason to hurry, and the endpoint's
+        circuit may be opening) it is left, and the line waits for the claims' verdict."""
         following = None
         if answered and not self._stopping.is_set():  # stopping: drain gives the line back
             following = self.line.next(delivery.endpoint_id)
@@ -496,7 +597,7 @@ class Worker:
             finally:
                 # The request is over: the endpoint may take another one now; the
                 # capacity slot waits for the record (results held in memory are bounded).
-                self._request_over(delivery, answered=result is not None and not result.error)
+                self._request_over(delivery, answered=succeeded(result))
             self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
             submitted = True
         finally:
@@ -527,7 +628,7 @@ class Worker:
                 ),
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
-        except Exception as exc:  # a bug (e.g. a corrupt secret): fatal, and said loudly
+        except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",
                 delivery.id,
@@ -552,23 +653,31 @@ class Worker:
     def _park_later(self, endpoint_id: str, reason: str) -> None:
         self._to_park.put((endpoint_id, reason))
 
-    def _park_forever(self) -> None:
-        while True:
-            endpoint_id, reason = self._to_park.get()
-            try:
-                close_old_connections()
-                if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
-                    deliveries_kill_for_endpoint(
-                        endpoint_id=endpoint_id, reason="endpoint deactivated"
-                    )
-            except Exception:
-                logger.exception("parking the deliveries of %s failed", endpoint_id)
+    def _park_until_closed(self) -> None:
+        try:
+            while (item := self._to_park.get()) is not None:
+                endpoint_id, reason = item
+                try:
+                    close_old_connections()
+                    if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
+                        deliveries_kill_for_endpoint(
+                            endpoint_id=endpoint_id, reason="endpoint deactivated"
+                        )
+                except Exception:
+                    logger.exception("parking the deliveries of %s failed", endpoint_id)
+        finally:
+            connection.close()  # this thread's own: nothing else would close it
 
     def _recorded(self, _: Recorded | None) -> None:
         self.slots.free()
 
     def _wake(self) -> None:
         self._woken.set()
+
+
+def succeeded(result: SendResult | None) -> bool:
+    """A 2xx answer (CONTRACT section 4): the endpoint takes requests as fast as we send."""
+    return result is not None and result.status_code is not None and 200 <= result.status_code < 300
 
 
 def rate_room(endpoint: DueEndpoint) -> int:

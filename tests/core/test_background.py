@@ -17,6 +17,7 @@ def test_everything_put_is_handled_once_in_order_and_gathered_under_load():
         calls.append(items)
 
     gatherer = Gatherer(handle, name="test-gatherer", most=50, linger=0)
+    gatherer.start()
     for n in range(200):
         gatherer.put(n)
     slow_start.set()
@@ -34,6 +35,7 @@ def test_flush_waits_for_what_the_thread_is_handling():
         handled.extend(items)
 
     gatherer = Gatherer(handle, name="test-gatherer", most=10, linger=0)
+    gatherer.start()
     gatherer.put(1)
     time.sleep(0.05)  # the thread has taken it and is in the middle of handling it
     gatherer.flush()
@@ -49,6 +51,7 @@ def test_a_failing_handler_does_not_stop_the_thread(caplog):
         handled.extend(items)
 
     gatherer = Gatherer(handle, name="test-gatherer", most=1, linger=0)
+    gatherer.start()
     gatherer.put(0)
     gatherer.flush()
     gatherer.put(1)
@@ -60,8 +63,30 @@ def test_a_failing_handler_does_not_stop_the_thread(caplog):
 def test_what_comes_while_it_lingers_shares_one_call():
     calls: list[list[int]] = []
     gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.3)
+    gatherer.start()
     gatherer.put(1)
     time.sleep(0.1)
     gatherer.put(2)
     time.sleep(0.5)
     assert calls == [[1, 2]]
+
+
+def test_until_its_owner_starts_it_the_caller_handles_each_item():
+    calls: list[list[int]] = []
+    gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.3)
+    gatherer.put(1)
+    assert calls == [[1]] and gatherer.thread is None  # no thread was started for it
+
+
+def test_close_handles_what_was_put_then_ends_the_thread():
+    calls: list[list[int]] = []
+    gatherer = Gatherer(calls.append, name="test-gatherer", most=10, linger=0.2)
+    gatherer.start()
+    thread = gatherer.thread
+    gatherer.put(1)
+    gatherer.put(2)
+    gatherer.close(timeout=2)
+    assert [n for items in calls for n in items] == [1, 2]
+    assert thread is not None and not thread.is_alive() and gatherer.thread is None
+    gatherer.put(3)  # closed: handled by the caller again
+    assert calls[-1] == [3]

@@ -132,7 +132,7 @@ def serve() -> Iterator[Callable[..., Receiver]]:
 
 @pytest.fixture
 def sender() -> Iterator[Sender]:
-    sender = Sender(version="1.2.3", allow_private_networks=True)
+    sender = Sender(version="1.2.3", allow_private_networks=True).start()
     yield sender
     sender.close()
 
@@ -225,7 +225,9 @@ def test_many_threads_can_send_at_once(serve, sender) -> None:
 def test_a_refused_connection_is_a_connection_error() -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
-    result = post(Sender(version="1", allow_private_networks=True), f"http://127.0.0.1:{port}/")
+    result = post(
+        Sender(version="1", allow_private_networks=True).start(), f"http://127.0.0.1:{port}/"
+    )
     assert result.status_code is None
     assert result.error is not None and result.error.startswith("connection error: ")
     assert "Connection refused" in result.error
@@ -353,7 +355,7 @@ def test_a_chunked_response_is_read_and_the_connection_reused(serve, sender) -> 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 def test_private_addresses_are_blocked_before_any_request(serve, host: str) -> None:
     receiver = serve()
-    guarded = Sender(version="1", allow_private_networks=False)
+    guarded = Sender(version="1", allow_private_networks=False).start()
     result = post(guarded, receiver.url().replace("127.0.0.1", host))
     assert result.status_code is None
     assert result.error == f"blocked: {host} resolves to a private address"
@@ -364,7 +366,7 @@ def test_private_addresses_are_blocked_before_any_request(serve, host: str) -> N
 
 def test_private_addresses_are_allowed_when_configured(serve) -> None:
     receiver = serve()
-    result = post(Sender(version="1", allow_private_networks=True), receiver.url())
+    result = post(Sender(version="1", allow_private_networks=True).start(), receiver.url())
     assert result.status_code == 200
     assert len(receiver.requests) == 1
 
@@ -412,7 +414,7 @@ def test_a_bug_in_sending_is_an_internal_error_and_fatal(monkeypatch) -> None:
     async def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    sender = Sender(version="1", allow_private_networks=True)
+    sender = Sender(version="1", allow_private_networks=True).start()
     monkeypatch.setattr(sender, "_exchange", broken)
     try:
         result = post(sender, "http://127.0.0.1:9/")

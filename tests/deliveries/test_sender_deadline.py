@@ -56,7 +56,7 @@ def test_a_stalled_dns_lookup_ends_at_the_deadline(monkeypatch) -> None:
         return ["93.184.216.34"]
 
     monkeypatch.setattr(sender_module.network, "resolve_addresses", slow_resolve)
-    guarded = Sender(version="1", allow_private_networks=False)
+    guarded = Sender(version="1", allow_private_networks=False).start()
     try:
         result, took = timed_post(guarded, "http://slow-dns.example/hook")
     finally:
@@ -74,7 +74,7 @@ def test_a_stalled_connect_ends_at_the_deadline(listener) -> None:
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", port))
         fillers.append(s)
-    sender = Sender(version="1", allow_private_networks=True)
+    sender = Sender(version="1", allow_private_networks=True).start()
     try:
         result, took = timed_post(sender, f"http://127.0.0.1:{port}/hook")
     finally:
@@ -87,7 +87,7 @@ def test_a_stalled_connect_ends_at_the_deadline(listener) -> None:
 
 def test_a_server_that_never_speaks_tls_ends_at_the_deadline(listener) -> None:
     accept_forever(listener, lambda conn: time.sleep(10))
-    sender = Sender(version="1", allow_private_networks=True)
+    sender = Sender(version="1", allow_private_networks=True).start()
     try:
         result, took = timed_post(sender, f"https://127.0.0.1:{listener.getsockname()[1]}/")
     finally:
@@ -98,7 +98,7 @@ def test_a_server_that_never_speaks_tls_ends_at_the_deadline(listener) -> None:
 
 def test_a_server_that_stops_reading_the_body_ends_at_the_deadline(listener) -> None:
     listener_conns = accept_forever(listener, lambda conn: time.sleep(10))
-    sender = Sender(version="1", allow_private_networks=True)
+    sender = Sender(version="1", allow_private_networks=True).start()
     try:
         result, took = timed_post(
             sender, f"http://127.0.0.1:{listener.getsockname()[1]}/", body=b"x" * 20_000_000
@@ -122,7 +122,7 @@ def test_a_trickled_response_body_ends_at_the_deadline(listener) -> None:
             time.sleep(0.2)
 
     accept_forever(listener, trickle)
-    sender = Sender(version="1", allow_private_networks=True)
+    sender = Sender(version="1", allow_private_networks=True).start()
     try:
         result, took = timed_post(sender, f"http://127.0.0.1:{listener.getsockname()[1]}/")
     finally:
@@ -134,7 +134,9 @@ def test_a_trickled_response_body_ends_at_the_deadline(listener) -> None:
 def test_hanging_attempts_cost_coroutines_not_threads(listener) -> None:
     listener.listen(1024)
     accept_forever(listener, None)
-    sender = Sender(version="1", allow_private_networks=True, limit=10_000, limit_per_host=0)
+    sender = Sender(
+        version="1", allow_private_networks=True, limit=10_000, limit_per_host=0
+    ).start()
     threads_before = threading.active_count()
 
     async def many() -> list:
@@ -163,7 +165,7 @@ def test_hosts_with_hanging_dns_do_not_stall_lookups_of_other_hosts(monkeypatch)
     monkeypatch.setattr(sender_module.network, "resolve_addresses", resolve)
     monkeypatch.setattr(sender_module.network, "blocked_reason", lambda host, addresses: None)
     receiver = Receiver().start()
-    guarded = Sender(version="1", allow_private_networks=False)
+    guarded = Sender(version="1", allow_private_networks=False).start()
     try:
         # 20 hanging hosts, 10 attempts each: more than asyncio's default pool has threads.
         hanging = [

@@ -5,6 +5,7 @@ is deactivated after the configured time."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -100,3 +101,29 @@ def test_an_always_failing_endpoint_is_deactivated(alice, homing, receiver_facto
     body = json.loads(news.body)
     assert body["type"] == "homing.endpoint.disabled"
     assert body["data"]["endpoint_id"] == down_id
+
+
+def test_an_open_circuit_sends_only_probes(alice, homing, receiver_factory):
+    # Deliveries in flight and in line when the circuit opens: once it is open, none of
+    # those in line may go out, only one probe per interval (the contract allows 4-6 in
+    # 8 s).
+    failing = receiver_factory(lambda request, n: Answer(503, delay=0.1))
+    failing_id = create(alice, failing.url, ["order.*"])
+    # A small cap: the receiver's listen backlog (5) takes every connection at once, so
+    # none arrives a second late (a retransmitted SYN) and is counted as sent while open.
+    env = {**HEALTH_ENV, "HOMING_CIRCUIT_FAILURES": "5", "HOMING_ENDPOINT_CONCURRENCY": "4"}
+    homing("worker", **env)
+    homing("scheduler", **env)
+
+    send(alice, 150)
+    wait_until(lambda: Endpoint.objects.get(pk=failing_id).circuit_state != "closed", 20)
+    # When it opened: its first probe is due one interval after (database time, this
+    # machine's clock). A claim racing the commit that opened it may still send what it
+    # took, within milliseconds; everything after that is a probe.
+    opened_at = Endpoint.objects.get(pk=failing_id).probe_at.timestamp() - 2
+    start = opened_at + 0.15
+    time.sleep(max(0.0, start + 8 - time.time()))
+    while_open = [r.at for r in failing.requests if start <= r.at < start + 8]
+    assert 3 <= len(while_open) <= 6, len(while_open)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(while_open)]
+    assert all(gap > 1.5 for gap in gaps), gaps  # one probe per interval, never a burst

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +15,7 @@ from deliveries.worker import Worker
 @pytest.fixture
 def worker():
     created = Worker(capacity=4)
+    created.sender.start()  # the event loop only: no claims, no database
     yield created
     created.close()
 
@@ -66,3 +68,31 @@ def test_the_endpoint_slot_is_free_as_soon_as_the_response_is_in(worker, monkeyp
     run(worker, worker._attempt(delivery, current_policy()))
     assert worker.slots.room("ep_1") == worker.slots.per_endpoint  # the receiver is free
     assert worker.slots.in_flight == 1  # the result is not recorded yet
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start_starts_every_thread_and_close_stops_each() -> None:
+    before = set(threading.enumerate())
+    started = Worker(capacity=4).start()
+    threads = [t for t in threading.enumerate() if t not in before]
+    assert {t.name for t in threads} == {
+        "homing-claims",
+        "homing-sender",
+        "homing-recorder",
+        "homing-releases",
+        "homing-parker",
+        "homing-watchdog",
+        "homing-publisher",
+        "homing-counters",
+    }
+    started.stop()
+    started.drain(timeout=1)
+    started.close()
+    assert [t.name for t in threads if t.is_alive()] == []
+
+
+def test_a_worker_that_is_never_started_has_no_thread_and_closes() -> None:
+    before = set(threading.enumerate())
+    created = Worker(capacity=4)
+    assert set(threading.enumerate()) == before
+    created.close()

@@ -1,0 +1,89 @@
+"""Fault injection for real worker processes (tests/e2e/test_worker_supervision.py).
+
+A test starts a worker with this directory on PYTHONPATH, so Python imports this module
+at start-up in each of the worker's processes (`run_worker` and the Celery worker it
+restarts). With HOMING_TEST_FAULT set, once Celery is ready and the `Worker` runs, it
+waits for the file HOMING_TEST_FAULT_TRIGGER to appear, takes it (so that only one
+process fires), and breaks one of the worker's threads the way a bug would: an exception
+no handler catches, or a call that blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+FAULT = os.environ.get("HOMING_TEST_FAULT")
+TRIGGER = os.environ.get("HOMING_TEST_FAULT_TRIGGER", "")
+
+
+class InjectedFault(SystemExit):
+    """Passes every `except Exception` (and asyncio's callback guard), as a bug's
+    BaseException would: the thread it is raised in ends."""
+
+
+def _raise(*args, **kwargs):
+    raise InjectedFault(f"injected fault: {FAULT}")
+
+
+def _break(worker) -> None:
+    from core import counters
+    from deliveries import queue
+    from deliveries.worker import worker as worker_module
+
+    loop = worker.sender.loop
+    if FAULT == "claims":
+        worker._claim_and_send = _raise
+        worker._give_back_waited_too_long = _raise  # called on every turn, idle or not
+    elif FAULT == "event loop":
+        loop.call_soon_threadsafe(_raise)
+    elif FAULT == "event loop stuck":
+        loop.call_soon_threadsafe(time.sleep, 3600)
+    elif FAULT == "recorder":
+        from deliveries.worker import recorder
+
+        recorder.attempts_record = _raise
+    elif FAULT == "releases":
+        original = worker._release_finished  # the claim loop calls it too: not there
+
+        def release_or_raise() -> None:
+            if threading.current_thread().name == "homing-releases":
+                _raise()
+            original()
+
+        worker._release_finished = release_or_raise
+    elif FAULT == "parker":
+        worker_module.endpoint_deactivate = _raise
+        worker._park_later("ep_none", "injected")
+    elif FAULT in ("publisher", "counters"):
+        gatherer = queue.publisher if FAULT == "publisher" else counters.gatherer
+        gatherer._handle = _raise
+        gatherer.put([] if FAULT == "publisher" else ("injected", 0))
+    else:
+        raise ValueError(f"unknown fault {FAULT!r}")
+
+
+def _wait_and_break() -> None:
+    while True:
+        time.sleep(0.05)
+        from deliveries import tasks
+
+        if tasks._worker is None or not os.path.exists(TRIGGER):
+            continue
+        try:
+            os.remove(TRIGGER)  # only one process takes it
+        except FileNotFoundError:
+            continue
+        _break(tasks._worker)
+        return
+
+
+def _on_ready(**kwargs) -> None:
+    threading.Thread(target=_wait_and_break, name="test-fault", daemon=True).start()
+
+
+if FAULT:
+    from celery.signals import worker_ready
+
+    worker_ready.connect(_on_ready, weak=False)
