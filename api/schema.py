@@ -52,6 +52,8 @@ WHY = {
     409: "Conflict: the object's state does not allow it now (the message says why).",
     410: "Gone: older than what is retained; `oldest_sequence` is the oldest one kept.",
     413: "The request body is too large.",
+    # Answered by the HTTP server before Homing sees the request, as its own HTML page.
+    414: "The URL is longer than the server reads (gunicorn: 4,094 bytes of request line).",
     415: "The body is not `Content-Type: application/json`.",
     422: "This Idempotency-Key was used with a different body.",
     429: "Backpressure: wait `Retry-After` seconds, then send it again; nothing was written.",
@@ -104,8 +106,9 @@ class ApiSchema(AutoSchema):
         responses = operation["responses"]
         for code in self._implied_errors(operation):
             if str(code) not in responses:
+                body = None if code == 414 else ErrorSerializer
                 responses[str(code)] = self._get_response_for_code(
-                    OpenApiResponse(ErrorSerializer, description=WHY[code]), str(code)
+                    OpenApiResponse(body, description=WHY[code]), str(code)
                 )
         operation["responses"] = dict(sorted(responses.items()))
         return operation
@@ -114,7 +117,7 @@ class ApiSchema(AutoSchema):
         locations = {parameter["in"] for parameter in operation.get("parameters", [])}
         # 400 everywhere: besides bad input, any route refuses a query parameter holding
         # a NUL byte (config.nul_guard), read or not.
-        implied = [400]
+        implied = [400, 414]
         if operation.get("security"):
             implied.append(401)
         if "path" in locations:

@@ -122,7 +122,7 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
     serializer_class = RecoverSerializer
     consumer_allowed = True
 
-    @extend_schema(responses={202: ReplayedSerializer})
+    @extend_schema(responses={202: ReplayedSerializer, **errors(409)})
     def post(self, request: Request, pk: str) -> Response:
         endpoint = self.get_object()
         window = RecoverSerializer(data=request.data)

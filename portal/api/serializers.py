@@ -6,6 +6,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.fields import StrictBooleanField, StrictCharField
 from core.durations import parse_duration
 
 
@@ -35,9 +36,9 @@ class DurationField(serializers.Field):
 
 
 class PortalSessionCreateSerializer(serializers.Serializer):
-    owner = serializers.CharField(trim_whitespace=False, max_length=255)
+    owner = StrictCharField(trim_whitespace=False, max_length=255)
     ttl = DurationField(required=False, help_text="At most 7d; default 1h.")
-    read_only = serializers.BooleanField(required=False, default=False)
+    read_only = StrictBooleanField(required=False, default=False)
 
 
 class PortalLinkSerializer(serializers.Serializer):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DatabaseError, connections, router, transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from homing_client import Client, HomingError, HomingThrottled, HomingUnavailable
@@ -103,11 +104,11 @@ def outbox_relay_batch(
         )
         result.claimed = len(rows)
         rows = _in_key_order(rows)
-        behind_others = _keys_behind_other_relays(rows, alias)
+        behind_others = _rows_behind_other_relays(rows, alias)
         for row in rows:
             if time.monotonic() > deadline:
                 break
-            if row.ordering_key in behind_others:
+            if row.id in behind_others:
                 result.deferred += 1
                 continue
             row.attempts += 1
@@ -157,19 +158,26 @@ def _in_key_order(rows: list[OutboxEvent]) -> list[OutboxEvent]:
     return [row if row.ordering_key is None else next(queues[row.ordering_key]) for row in rows]
 
 
-def _keys_behind_other_relays(rows: list[OutboxEvent], alias: str) -> set[str]:
-    """Keys with an earlier pending row this batch does not hold (another relay's, in
-    flight): their rows here wait, so that a key's rows never overtake each other."""
-    first: dict[str, int] = {}
-    for row in rows:
-        if row.ordering_key is not None:
-            first[row.ordering_key] = min(first.get(row.ordering_key, 2**63), row.key_sequence or 0)
-    held = [row.id for row in rows]
-    pending = OutboxEvent.objects.using(alias).filter(status=OutboxEvent.Status.PENDING)
+def _rows_behind_other_relays(rows: list[OutboxEvent], alias: str) -> set[str]:
+    """Ids of the rows here that come after a pending row of their key that this batch
+    does not hold (another relay's, in flight; SKIP LOCKED can leave such a gap inside a
+    batch too): they wait, so that a key's rows never overtake each other."""
+    keys = {row.ordering_key for row in rows if row.ordering_key is not None}
+    if not keys:
+        return set()
+    others_first = dict(
+        OutboxEvent.objects.using(alias)
+        .filter(status=OutboxEvent.Status.PENDING, ordering_key__in=keys)
+        .exclude(pk__in=[row.id for row in rows])
+        .values("ordering_key")
+        .annotate(first=Min("key_sequence"))
+        .values_list("ordering_key", "first")
+    )
     return {
-        key
-        for key, sequence in first.items()
-        if pending.filter(ordering_key=key, key_sequence__lt=sequence).exclude(pk__in=held).exists()
+        row.id
+        for row in rows
+        if row.ordering_key in others_first
+        and (row.key_sequence or 0) > others_first[row.ordering_key]
     }
 
 
