@@ -55,6 +55,9 @@ def ensure_binaries() -> tuple[Path, str]:
             ("redis-server", redis_server),
             ("chromium", os.path.exists(CHROMIUM)),
             ("faketime", glob.glob(FAKETIME_LIBRARY)),
+            # The console behind a TLS-terminating proxy (tests/e2e/test_tls_proxy.py).
+            ("nginx-light", shutil.which("nginx", path="/usr/sbin:/usr/bin")),
+            ("openssl", shutil.which("openssl")),
         ]
         if not present
     ]
