@@ -71,6 +71,10 @@ class BalancedThreadWorker(ThreadWorker):
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        from django.apps import apps
+
+        if not apps.ready:  # another WSGI app on this worker class (the bench's ceiling)
+            return
         # This process's background threads (the publisher, the counters), started by
         # their owner once Django is loaded; closed at exit (core/background.py). Their
         # modules are imported here: the URLs, which import them, load on first request.
