@@ -76,7 +76,9 @@ def test_it_opens_probes_closes_and_delivers_the_backlog(alice, homing, receiver
         return {r.headers["webhook-id"] for r in flaky.requests if r.at > up_at + 0.05}
 
     wait_until(lambda: Endpoint.objects.get(pk=flaky_id).circuit_state == "closed", 15)
-    wait_until(lambda: len(ok_ids()) >= 15, 20)
+    # The backlog ramps up from 2 in flight after the probe; 20 s timed out in 1 of 4 full
+    # runs here (and 1 in 6 on the code before this round): eventual delivery is the claim.
+    wait_until(lambda: len(ok_ids()) >= 15, 45)
     endpoint = Endpoint.objects.get(pk=flaky_id)
     assert (endpoint.consecutive_failures, endpoint.failing_since) == (0, None)
 
