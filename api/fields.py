@@ -29,8 +29,9 @@ class StrictJsonTypeMixin:
         if isinstance(data, bool) is not (bool in self.json_types) or not isinstance(
             data, self.json_types
         ):
+            # A mixin: `fail` and the next to_internal_value are the DRF field's it precedes.
             self.fail("json_type", name=self.json_name)  # type: ignore[attr-defined]
-        return super().to_internal_value(data)  # type: ignore[misc]
+        return super().to_internal_value(data)  # type: ignore[misc]  # the field's, see above
 
 
 class StrictCharField(StrictJsonTypeMixin, serializers.CharField):

@@ -93,7 +93,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
 class ApiSchema(AutoSchema):
     """AutoSchema plus the errors every operation of its shape answers."""
 
-    def get_description(self) -> str:  # type: ignore[override]
+    def get_description(self) -> str:  # type: ignore[override]  # stubs: str | None
         # What the view itself says: a mixin's docstring is not the operation's.
         own = vars(type(self.view)).get("__doc__")
         method = getattr(self.view, self.method.lower(), None)

@@ -115,7 +115,7 @@ def _time_pages(client: object, pages: dict[str, str], rounds: int) -> list[tupl
         timings = []
         for _ in range(rounds):
             started = time.perf_counter()
-            response = client.get(path)  # type: ignore[attr-defined]
+            response = client.get(path)  # type: ignore[attr-defined]  # Django's test Client
             timings.append((time.perf_counter() - started) * 1000)
             if response.status_code != 200:
                 raise RuntimeError(f"{path} answered {response.status_code}")

@@ -121,7 +121,7 @@ class Gatherer(Generic[T]):
 _every: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
 
 
-def start_gatherers() -> list[Gatherer]:  # type: ignore[type-arg]
+def start_gatherers() -> list[Gatherer]:  # type: ignore[type-arg]  # of any item type
     """Start the threads of the gatherers not started yet, and return those: the caller
     owns them and closes them (at exit at the latest, so that nothing put is lost when
     the process ends normally)."""
