@@ -276,5 +276,8 @@ HOMING_ORDERING_MAX_BLOCK = duration("HOMING_ORDERING_MAX_BLOCK", default="1h")
 HOMING_ENDPOINT_CONCURRENCY = int(
     number("HOMING_ENDPOINT_CONCURRENCY", default=50, minimum=1, maximum=100_000)
 )
+# One tenant's deliveries hold at most this share of a worker's in-flight capacity, so
+# another tenant's work finds places free however slow the first one's endpoints are.
+HOMING_TENANT_SHARE = number("HOMING_TENANT_SHARE", default=0.5, minimum=0.01, maximum=1)
 # While first attempts wait, retries take at most this share of a worker's sends.
 HOMING_RETRY_BUDGET = number("HOMING_RETRY_BUDGET", default=0.2, minimum=0.01, maximum=1)

@@ -101,15 +101,16 @@ def deliveries_claim_fairly(
     due: Sequence[DueEndpoint] | None = None,
     room: Callable[[DueEndpoint], int] | None = None,
     rotation: int = 0,
+    tenant_room: Callable[[str], int] | None = None,
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
     retries_only: bool = False,
 ) -> Claim:
     """Claim up to `limit` due deliveries: one probe per open circuit whose time has
-    come, then rows of the `due` endpoints
-    (queried here when not given) shared fairly between tenants (fair_share.py), at most
-    `room(endpoint)` each. Never for `skip_endpoints` (full or throttled) nor for
-    endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
+    come, then rows of the `due` endpoints (queried here when not given) shared fairly
+    between tenants (fair_share.py), at most `room(endpoint)` each and
+    `tenant_room(tenant)` per tenant. Never for `skip_endpoints` (full or throttled) nor
+    for endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
     worker's retry budget (worker/budget.py) decides."""
     paused, probes = circuits_not_closed()
     rows: list[tuple[Any, ...]] = []
@@ -130,6 +131,7 @@ def deliveries_claim_fairly(
         endpoints=candidates,
         room=lambda e: limit if room is None else room(e),
         rotation=rotation,
+        tenant_room=tenant_room,
     )
     by_endpoint = _claim_by_endpoint(shares, which_attempts, policy.lease_seconds)
     got = Counter(row[3] for row in by_endpoint)

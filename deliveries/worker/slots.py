@@ -1,5 +1,6 @@
-"""In-flight accounting: how many attempts this process has under way, in all and per
-endpoint. The one place capacity is counted; every slot taken is given back once."""
+"""In-flight accounting: how many attempts this process has under way, in all, per
+tenant and per endpoint. The one place capacity is counted; every slot taken is given
+back once."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ FORGET_AFTER_SECONDS = 60.0
 
 class Slots:
     """`capacity` attempts under way per process, `per_endpoint` requests open per endpoint.
+    A tenant's capacity slots are counted too (`tenant_room`): claims keep each tenant
+    within HOMING_TENANT_SHARE of the capacity, since a request under way cannot be
+    taken back: the places another tenant may need are kept free before it needs them.
 
     A claim first `reserve`s room (waiting for it), then `admit`s what it claimed. An
     admitted delivery holds its endpoint slot until its request is over (`leave`, or
@@ -28,12 +32,15 @@ class Slots:
         *,
         capacity: int,
         per_endpoint: int,
+        per_tenant: int | None = None,
         on_endpoint_room: Callable[[], None] = lambda: None,
     ) -> None:
         self.capacity = capacity
         self.per_endpoint = per_endpoint
+        self.per_tenant = capacity if per_tenant is None else per_tenant
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
+        self._tenants: Counter[str] = Counter()  # capacity slots held, admitted or not
         self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
         self._drops = 0
         self._changed = threading.Condition()
@@ -54,19 +61,20 @@ class Slots:
             self._used += granted
             return granted
 
-    def admit(self, endpoint_ids: Sequence[str], reserved: int) -> list[bool]:
-        """For each delivery one claim of at most `reserved` took, its endpoint: may it
-        go now (under the endpoint's cap)? Each keeps a capacity slot, admitted or not
-        (the caller frees a refused one's); reservations nothing was claimed for are
-        freed."""
+    def admit(self, places: Sequence[tuple[str, str]], reserved: int) -> list[bool]:
+        """For each delivery one claim of at most `reserved` took, its (endpoint, tenant):
+        may it go now (under the endpoint's cap)? Each keeps a capacity slot, admitted or
+        not, counted for its tenant (the caller frees a refused one's); reservations
+        nothing was claimed for are freed."""
         verdict = []
         with self._changed:
-            for endpoint in endpoint_ids:
+            for endpoint, tenant in places:
+                self._tenants[tenant] += 1
                 ok = self._endpoints[endpoint] < self.per_endpoint
                 if ok:
                     self._endpoints[endpoint] += 1
                 verdict.append(ok)
-            self._used -= reserved - len(endpoint_ids)
+            self._used -= reserved - len(places)
             self._changed.notify_all()
         return verdict
 
@@ -80,6 +88,11 @@ class Slots:
         """How many more requests this process may open to the endpoint."""
         with self._changed:
             return max(0, self.per_endpoint - self._endpoints[endpoint_id])
+
+    def tenant_room(self, tenant_id: str) -> int:
+        """How many more capacity slots the tenant's deliveries may take now."""
+        with self._changed:
+            return max(0, self.per_tenant - self._tenants[tenant_id])
 
     def moving(self, endpoint_id: str, within: float) -> bool:
         """Whether the endpoint has room, or answered a request in the last `within`
@@ -148,16 +161,20 @@ class Slots:
         ]:
             del self._last_left[endpoint_id]
 
-    def free(self) -> None:
-        """An admitted attempt is over and recorded: its capacity slot is free."""
+    def free(self, tenant_id: str) -> None:
+        """An admitted attempt is over and recorded, or a refused delivery was given
+        back: its capacity slot is free."""
         with self._changed:
             self._used -= 1
+            self._tenants[tenant_id] -= 1
+            if self._tenants[tenant_id] <= 0:
+                del self._tenants[tenant_id]
             self._changed.notify_all()
 
-    def release(self, endpoint_id: str) -> None:
+    def release(self, endpoint_id: str, tenant_id: str) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
         self.leave(endpoint_id, answered=False)
-        self.free()
+        self.free(tenant_id)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no slot is taken; False if some still were after `timeout`."""

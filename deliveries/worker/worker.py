@@ -109,11 +109,21 @@ def endpoint_cap(capacity: int) -> int:
     return max(1, min(capacity // 2, settings.HOMING_ENDPOINT_CONCURRENCY))
 
 
+def tenant_cap(capacity: int) -> int:
+    """Capacity slots one tenant's deliveries may hold in one process (CONTRACT section
+    5): HOMING_TENANT_SHARE of it, so the rest is free when another tenant's work comes,
+    however slow the first tenant's endpoints are."""
+    return max(1, int(capacity * settings.HOMING_TENANT_SHARE))
+
+
 class Worker:
     def __init__(self, *, capacity: int | None = None) -> None:
         capacity = capacity or settings.HOMING_SEND_CONCURRENCY
         self.slots = Slots(
-            capacity=capacity, per_endpoint=endpoint_cap(capacity), on_endpoint_room=self._wake
+            capacity=capacity,
+            per_endpoint=endpoint_cap(capacity),
+            per_tenant=tenant_cap(capacity),
+            on_endpoint_room=self._wake,
         )
         self.sender = Sender(
             version=VERSION,
@@ -289,7 +299,7 @@ class Worker:
         except BaseException:
             self.slots.cancel(reserved)
             raise
-        verdict = self.slots.admit([c.endpoint_id for c in claimed], reserved)
+        verdict = self.slots.admit([(c.endpoint_id, c.tenant_id) for c in claimed], reserved)
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
         refused = [c for c, ok in zip(claimed, verdict, strict=True) if not ok]
         try:
@@ -299,8 +309,8 @@ class Worker:
         except BaseException:
             for delivery in admitted:  # their leases expire; the scheduler retries them
                 self._release(delivery)
-            for _ in refused:
-                self.slots.free()
+            for delivery in refused:
+                self.slots.free(delivery.tenant_id)
             raise
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
@@ -358,6 +368,7 @@ class Worker:
             due=due,
             room=room,
             rotation=self._rotation,
+            tenant_room=self.slots.tenant_room,
             skip_endpoints=skip,
             first_attempts_only=allowance is not None,
         )
@@ -367,11 +378,13 @@ class Worker:
         elif allowance and len(claimed) < limit and claim.exhausted:
             # Endpoints found without (enough) first attempts: retries may wait there.
             taken = Counter(c.endpoint_id for c in claimed)
+            by_tenant = Counter(c.tenant_id for c in claimed)
             retries = deliveries_claim_fairly(
                 limit=min(allowance, limit - len(claimed)),
                 policy=policy,
                 due=due,
                 room=lambda e: room(e) - taken[e.id],
+                tenant_room=lambda t: self.slots.tenant_room(t) - by_tenant[t],
                 rotation=self._rotation,
                 skip_endpoints=skip,
                 retries_only=True,
@@ -438,14 +451,14 @@ class Worker:
         try:
             deliveries_give_back(delivery_ids=[d.id for d in deliveries])
         finally:
-            for _ in deliveries:
-                self.slots.free()
+            for delivery in deliveries:
+                self.slots.free(delivery.tenant_id)
 
     def _release(self, delivery: Claimed) -> None:
         """The attempt will not happen (or never reached the recorder): its slots here
         and in the cluster."""
         self._leave(delivery)
-        self.slots.free()
+        self.slots.free(delivery.tenant_id)
 
     def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
         """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
@@ -511,7 +524,13 @@ class Worker:
                 rooms[endpoint.id] = min(going + ahead, rate_room(endpoint))
             return rooms[endpoint.id]
 
-        wanted = fair_shares(limit=limit, endpoints=due, room=here, rotation=self._rotation)
+        wanted = fair_shares(
+            limit=limit,
+            endpoints=due,
+            room=here,
+            rotation=self._rotation,
+            tenant_room=self.slots.tenant_room,
+        )
         cluster = concurrency.rooms(endpoint_ids=list(wanted))
         return [e for e in due if e.id in wanted and room(e) > 0], room
 
@@ -598,11 +617,14 @@ class Worker:
                 # The request is over: the endpoint may take another one now; the
                 # capacity slot waits for the record (results held in memory are bounded).
                 self._request_over(delivery, answered=succeeded(result))
-            self.recorder.submit(Outcome(delivery, result, started_at, policy), self._recorded)
+            self.recorder.submit(
+                Outcome(delivery, result, started_at, policy),
+                lambda _: self.slots.free(delivery.tenant_id),
+            )
             submitted = True
         finally:
             if not submitted:
-                self.slots.free()
+                self.slots.free(delivery.tenant_id)
 
     async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
         """The attempt's result, or None when the endpoint was deactivated since the claim."""
@@ -667,9 +689,6 @@ class Worker:
                     logger.exception("parking the deliveries of %s failed", endpoint_id)
         finally:
             connection.close()  # this thread's own: nothing else would close it
-
-    def _recorded(self, _: Recorded | None) -> None:
-        self.slots.free()
 
     def _wake(self) -> None:
         self._woken.set()

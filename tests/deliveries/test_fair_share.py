@@ -41,3 +41,19 @@ def test_the_rotation_moves_the_first_tenant_on_when_rows_run_out_first() -> Non
 def test_nothing_due_or_no_room_shares_nothing() -> None:
     assert fair_shares(limit=10, endpoints=[], room=lambda e: 5) == {}
     assert fair_shares(limit=10, endpoints=endpoints("a", 3), room=lambda e: 0) == {}
+
+
+def test_a_tenant_never_gets_more_than_its_room_and_the_rest_goes_to_others() -> None:
+    due = endpoints("slow", 10) + endpoints("quiet", 1)
+    room = {"slow": 3, "quiet": 50}
+    shares = fair_shares(limit=100, endpoints=due, room=lambda e: 50, tenant_room=lambda t: room[t])
+    assert sum(n for e, n in shares.items() if e.startswith("slow")) == 3
+    assert shares["quiet-0"] == 50
+
+
+def test_a_tenant_without_room_is_not_asked_at_all() -> None:
+    due = endpoints("full", 2) + endpoints("quiet", 1)
+    shares = fair_shares(
+        limit=10, endpoints=due, room=lambda e: 5, tenant_room=lambda t: 0 if t == "full" else 9
+    )
+    assert shares == {"quiet-0": 5}

@@ -1,4 +1,5 @@
-"""In-flight accounting: capacity in all and per endpoint, given back exactly once."""
+"""In-flight accounting: capacity in all, per tenant and per endpoint, given back exactly
+once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from deliveries.worker.slots import Slots
 
 def make(**kwargs) -> Slots:
     return Slots(**{"capacity": 10, "per_endpoint": 4, **kwargs})
+
+
+def of_tenant(endpoint_ids: list[str], tenant: str = "t") -> list[tuple[str, str]]:
+    return [(endpoint_id, tenant) for endpoint_id in endpoint_ids]
 
 
 def test_it_reserves_at_most_the_free_capacity() -> None:
@@ -22,24 +27,24 @@ def test_it_reserves_at_most_the_free_capacity() -> None:
 def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
     slots = make()
     reserved = slots.reserve(8)
-    verdict = slots.admit(["a"] * 5 + ["b"], reserved)
+    verdict = slots.admit(of_tenant(["a"] * 5 + ["b"]), reserved)
     assert verdict == [True] * 4 + [False, True]
     # Nothing was claimed for two reservations: freed. The refused one keeps its slot
     # until the worker lines it up or gives it back.
     assert slots.in_flight == 6
     assert slots.full() == {"a"}
     assert (slots.room("a"), slots.room("b"), slots.room("c")) == (0, 3, 4)
-    slots.free()
+    slots.free("t")
     assert slots.in_flight == 5
 
 
 def test_an_endpoint_counts_as_answering_only_while_its_answers_come() -> None:
     slots = make()
-    slots.admit(["a"] * 3 + ["b"], slots.reserve(4))
+    slots.admit(of_tenant(["a"] * 3 + ["b"]), slots.reserve(4))
     assert not slots.answered("a", within=1.0)  # nothing answered yet
     slots.leave("a", answered=False)  # a timeout: the request is over, with no answer
     assert not slots.answered("a", within=1.0) and slots.open_to("a") == 2
-    slots.admit(["a"], slots.reserve(1))
+    slots.admit(of_tenant(["a"]), slots.reserve(1))
     slots.leave("a")
     assert slots.answered("a", within=1.0) and slots.open_to("a") == 2
     assert not slots.answered("a", within=0.0)  # not recently enough
@@ -53,7 +58,7 @@ def test_an_endpoint_counts_as_answering_only_while_its_answers_come() -> None:
 def test_a_slot_passed_on_stays_taken_and_counts_as_an_answer() -> None:
     woken = []
     slots = make(on_endpoint_room=lambda: woken.append(True))
-    slots.admit(["a"] * 4, slots.reserve(4))
+    slots.admit(of_tenant(["a"] * 4), slots.reserve(4))
     slots.pass_on("a")
     assert slots.room("a") == 0 and slots.open_to("a") == 4 and slots.answered("a", within=1.0)
     assert woken == []  # no room came free: no claim to wake
@@ -61,26 +66,26 @@ def test_a_slot_passed_on_stays_taken_and_counts_as_an_answer() -> None:
 
 def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
     slots = make()
-    slots.admit(["a", "a", "b"], slots.reserve(3))
+    slots.admit(of_tenant(["a", "a", "b"]), slots.reserve(3))
     for endpoint in ["a", "b", "a"]:
-        slots.release(endpoint)
+        slots.release(endpoint, "t")
     assert slots.in_flight == 0 and slots.full() == set()
     assert slots.wait_idle(timeout=0.01)
 
 
 def test_an_endpoint_slot_is_free_when_the_request_ends_before_it_is_recorded() -> None:
     slots = make()
-    slots.admit(["a"] * 4, slots.reserve(4))
+    slots.admit(of_tenant(["a"] * 4), slots.reserve(4))
     slots.leave("a")
     assert slots.room("a") == 1 and slots.in_flight == 4  # capacity waits for the record
-    slots.free()
+    slots.free("t")
     assert slots.in_flight == 3
 
 
 def test_every_finished_request_wakes_the_claims() -> None:
     woken = []
     slots = make(on_endpoint_room=lambda: woken.append(True))
-    slots.admit(["a"] * 3, slots.reserve(3))
+    slots.admit(of_tenant(["a"] * 3), slots.reserve(3))
     slots.leave("a")
     slots.leave("a")
     assert woken == [True, True]
@@ -94,18 +99,32 @@ def test_a_cancelled_claim_gives_its_reservation_back() -> None:
 
 def test_a_waiting_reservation_is_granted_when_a_slot_is_released() -> None:
     slots = make(capacity=2)
-    slots.admit(["a", "b"], slots.reserve(2))
+    slots.admit(of_tenant(["a", "b"]), slots.reserve(2))
     got = []
     waiter = threading.Thread(target=lambda: got.append(slots.reserve(5, timeout=5)))
     waiter.start()
-    slots.release("a")
+    slots.release("a", "t")
     waiter.join(timeout=5)
     assert got == [1]
 
 
 def test_drain_waits_for_attempts_under_way() -> None:
     slots = make()
-    slots.admit(["a"], slots.reserve(1))
+    slots.admit(of_tenant(["a"]), slots.reserve(1))
     assert not slots.wait_idle(timeout=0.05)
-    threading.Timer(0.05, slots.release, args=["a"]).start()
+    threading.Timer(0.05, slots.release, args=["a", "t"]).start()
     assert slots.wait_idle(timeout=5)
+
+
+def test_a_tenant_s_room_counts_its_capacity_slots_until_each_is_freed() -> None:
+    slots = make(per_tenant=5)
+    verdict = slots.admit([*of_tenant(["a"] * 5, "busy"), ("q", "quiet")], slots.reserve(6))
+    # The endpoint cap refuses one of busy's, which still holds a capacity slot (in line).
+    assert verdict == [True] * 4 + [False, True]
+    assert (slots.tenant_room("busy"), slots.tenant_room("quiet")) == (0, 4)
+    slots.leave("a")  # its request is over; the slot waits for the record
+    assert slots.tenant_room("busy") == 0
+    slots.free("busy")
+    assert slots.tenant_room("busy") == 1
+    slots.release("q", "quiet")
+    assert slots.tenant_room("quiet") == 5 and slots.in_flight == 4
