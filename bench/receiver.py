@@ -20,6 +20,10 @@ and the request read, but nothing is ever answered (the sender's timeout ends it
 requests are counted (`hung` in the dump), not recorded. Every PORT given is served the
 same way (one record for all): a sender pools connections per host and port, so an
 endpoint on a port of its own looks like another host to it.
+
+A request to `/slow/SECONDS/...` plays a slow but healthy endpoint: `200 ok` after
+SECONDS. Such requests are counted (`slow` in the dump, with the most open at once),
+not recorded.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ SAMPLES = 3
 records: list[tuple[str, float]] = []
 samples: list[dict] = []
 hung: list[float] = []  # when each request to /hang arrived
+slow = {"requests": 0, "open": 0, "most_open": 0}  # requests to /slow/SECONDS/...
 
 
 def _answer(body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -56,10 +61,17 @@ def _control(path: bytes) -> bytes:
         records.clear()
         samples.clear()
         hung.clear()
+        slow.update(requests=0, open=0, most_open=0)
         return _answer(b"0", b"text/plain")
     if path.startswith(b"/_dump"):
         cpu = sum(os.times()[:2])
-        dump = {"records": records, "samples": samples, "cpu": cpu, "hung": len(hung)}
+        dump = {
+            "records": records,
+            "samples": samples,
+            "cpu": cpu,
+            "hung": len(hung),
+            "slow": slow,
+        }
         return _answer(json.dumps(dump).encode())
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
@@ -96,6 +108,9 @@ class Protocol(asyncio.Protocol):
             if path.startswith(b"/hang"):
                 hung.append(time.monotonic())  # never answered: the sender's timeout ends it
                 continue
+            if path.startswith(b"/slow/"):
+                self._answer_later(float(path.split(b"/")[2]))
+                continue
             records.append((webhook_id or "", time.monotonic()))
             if len(samples) < SAMPLES:
                 headers = {}
@@ -104,6 +119,18 @@ class Protocol(asyncio.Protocol):
                     headers[name.strip().decode().lower()] = value.strip().decode()
                 samples.append({"headers": headers, "body": request[end + 4 :].decode()})
             self.transport.write(OK)  # type: ignore[attr-defined]
+
+    def _answer_later(self, seconds: float) -> None:
+        slow["requests"] += 1
+        slow["open"] += 1
+        slow["most_open"] = max(slow["most_open"], slow["open"])
+
+        def answer() -> None:
+            slow["open"] -= 1
+            if not self.transport.is_closing():
+                self.transport.write(OK)  # type: ignore[attr-defined]
+
+        asyncio.get_running_loop().call_later(seconds, answer)
 
 
 async def serve(ports: list[int]) -> None:

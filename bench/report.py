@@ -178,6 +178,17 @@ def _flow(r: dict[str, Any], add: Any) -> None:
             f"  dup {rl['duplicates']}",
             f"<= {limit} in any 1 s, evenly spaced",
         )
+    share = r.get("tenant_share")
+    if share:
+        for key in ("1", "0.5"):
+            run = share[key]
+            add(
+                f"TENANT SHARE {key}: quiet tenant beside 10 slow endpoints [1w]",
+                f"first attempts p50 {run['p50_ms']} ms  p99 {run['p99_ms']} ms "
+                f"({run['quiet_seen']}/{run['quiet_events']} seen; the slow tenant held at most "
+                f"{run['slow_most_open']} places)",
+                "p99 <= 2000 ms" if key == "0.5" else "(no share: for comparison)",
+            )
 
 
 def _what(label: str) -> str:

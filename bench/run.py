@@ -25,10 +25,13 @@ from bench.steps_delivery import DeliverySteps
 from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
 from bench.steps_ordering import OrderingSteps
+from bench.steps_share import ShareSteps
 from bench.steps_web import WebSteps
 
 
-class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, OrderingSteps):
+class Bench(
+    Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, OrderingSteps, ShareSteps
+):
     # --- the run -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -51,6 +54,7 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, O
         if not self.args.no_flow and self.args.only is None:
             self.isolation()
             self.rate_limit_precision()
+            self.tenant_share()
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
@@ -80,6 +84,10 @@ class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, O
         if self.args.only == "ordering":
             self.start_web()
             self.ordering(max(self.args.workers))
+            return
+        if self.args.only == "share":
+            self.start_web()
+            self.tenant_share()
             return
         self.gunicorn_ceilings()
         if headline:
@@ -167,9 +175,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering"],
+        choices=["ingestion", "ordering", "share"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
-        "ordering: only one endpoint's backlog drained with and without ordering keys",
+        "ordering: only one endpoint's backlog drained with and without ordering keys; "
+        "share: only a quiet tenant beside another tenant's slow endpoints",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)
