@@ -20,14 +20,17 @@ three model instances for each cost more than sending it.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -187,13 +190,23 @@ def deliveries_due_exist() -> bool:
     return Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=Now()).exists()
 
 
+class Leased(Protocol):
+    """A claimed delivery as the claim left it (Claimed is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def attempt_count(self) -> int: ...
+
+
 def deliveries_give_back(
-    *, delivery_ids: Sequence[str], delay: timedelta = timedelta(0), last_error: str | None = None
+    *, deliveries: Sequence[Leased], delay: timedelta = timedelta(0), last_error: str | None = None
 ) -> None:
     """Undo a claim without an attempt: the deliveries are due again after `delay`
-    (at once by default); `last_error` says why they wait, when it is worth saying."""
+    (at once by default); `last_error` says why they wait, when it is worth saying.
+    Only those this claim still holds (see `_held_by`)."""
     changes: dict[str, Any] = {} if last_error is None else {"last_error": last_error[:500]}
-    Delivery.objects.filter(pk__in=delivery_ids, status=Delivery.Status.DELIVERING).update(
+    Delivery.objects.filter(_held_by(deliveries)).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,
         attempt_count=F("attempt_count") - 1,
@@ -201,6 +214,35 @@ def deliveries_give_back(
         updated_at=timezone.now(),
         **changes,
     )
+
+
+def deliveries_renew_leases(*, held: Sequence[tuple[str, int]], lease_seconds: float) -> int:
+    """A fresh lease (from the database's clock) for each (delivery id, claim's
+    attempt_count) still held by that claim, in one statement: an attempt that takes
+    longer than its lease (a slow recorder, a database pause) is not claimed and sent
+    again meanwhile. How many were renewed."""
+    if not held:
+        return 0
+    leased = [SimpleNamespace(id=i, attempt_count=n) for i, n in held]
+    lease = timedelta(seconds=lease_seconds)
+    return Delivery.objects.filter(_held_by(leased)).update(
+        lease_expires_at=ExpressionWrapper(Now() + lease, output_field=DateTimeField())
+    )
+
+
+def _held_by(deliveries: Sequence[Leased]) -> Q:
+    """Rows still under the leases these claims took: `delivering`, with the attempt
+    number the claim gave them (a claim after a lapsed lease numbers the next attempt,
+    so a late give-back, renewal or record from the earlier one changes nothing)."""
+    by_count: dict[int, list[str]] = {}
+    for delivery in deliveries:
+        by_count.setdefault(delivery.attempt_count, []).append(delivery.id)
+    if not by_count:
+        return Q(pk__in=[])
+    either = functools.reduce(
+        operator.or_, (Q(pk__in=ids, attempt_count=n) for n, ids in by_count.items())
+    )
+    return either & Q(status=Delivery.Status.DELIVERING)
 
 
 def _claim_rows(

@@ -52,6 +52,11 @@ TEXT_LIMIT = 500  # Attempt.error, Delivery.last_error, DeadLetter.reason
 STATUS_CODE_MAX = 32767  # PositiveSmallIntegerField
 DURATION_MAX = 2**31 - 1
 COULD_NOT_RECORD = "could not record the attempt"
+# How long one recording transaction waits for a row lock another transaction holds (an
+# endpoint or delivery row locked by a long admin action, say): then it fails as if the
+# database were unavailable, and the recorder tries again within its patience, its
+# leases renewed meanwhile, instead of waiting for as long as the other one likes.
+LOCK_TIMEOUT = "5s"
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 
 
@@ -151,6 +156,9 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
     finished_in_line: list[str] = []
     results: list[Result] = []
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = %s", [LOCK_TIMEOUT])
         applied = _apply_states([o.delivery for o in outcomes], states, now, expired_only)
         for outcome, state in zip(outcomes, states, strict=True):
             delivery = outcome.delivery

@@ -8,9 +8,23 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 FORGET_EVERY = 10_000  # requests ended between two clean-ups of quiet endpoints' answers
 FORGET_AFTER_SECONDS = 60.0
+
+
+class InFlight(Protocol):
+    """A claimed delivery as the slots know it (claims.Claimed is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def attempt_count(self) -> int: ...  # the claim's: it fences the lease (claims.py)
+    @property
+    def endpoint_id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
 
 
 class Slots:
@@ -41,6 +55,7 @@ class Slots:
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
         self._tenants: Counter[str] = Counter()  # capacity slots held, admitted or not
+        self._held: dict[str, int] = {}  # delivery id -> its claim's attempt_count
         self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
         self._drops = 0
         self._changed = threading.Condition()
@@ -61,20 +76,22 @@ class Slots:
             self._used += granted
             return granted
 
-    def admit(self, places: Sequence[tuple[str, str]], reserved: int) -> list[bool]:
-        """For each delivery one claim of at most `reserved` took, its (endpoint, tenant):
-        may it go now (under the endpoint's cap)? Each keeps a capacity slot, admitted or
-        not, counted for its tenant (the caller frees a refused one's); reservations
+    def admit(self, deliveries: Sequence[InFlight], reserved: int) -> list[bool]:
+        """For each delivery one claim of at most `reserved` took: may it go now (under
+        its endpoint's cap)? Each keeps a capacity slot, admitted or not, counted for its
+        tenant and held (its lease renewed) until the caller frees it; reservations
         nothing was claimed for are freed."""
         verdict = []
         with self._changed:
-            for endpoint, tenant in places:
-                self._tenants[tenant] += 1
+            for delivery in deliveries:
+                endpoint = delivery.endpoint_id
+                self._tenants[delivery.tenant_id] += 1
+                self._held[delivery.id] = delivery.attempt_count
                 ok = self._endpoints[endpoint] < self.per_endpoint
                 if ok:
                     self._endpoints[endpoint] += 1
                 verdict.append(ok)
-            self._used -= reserved - len(places)
+            self._used -= reserved - len(deliveries)
             self._changed.notify_all()
         return verdict
 
@@ -161,20 +178,27 @@ class Slots:
         ]:
             del self._last_left[endpoint_id]
 
-    def free(self, tenant_id: str) -> None:
+    def free(self, delivery: InFlight) -> None:
         """An admitted attempt is over and recorded, or a refused delivery was given
         back: its capacity slot is free."""
         with self._changed:
             self._used -= 1
-            self._tenants[tenant_id] -= 1
-            if self._tenants[tenant_id] <= 0:
-                del self._tenants[tenant_id]
+            self._held.pop(delivery.id, None)
+            self._tenants[delivery.tenant_id] -= 1
+            if self._tenants[delivery.tenant_id] <= 0:
+                del self._tenants[delivery.tenant_id]
             self._changed.notify_all()
 
-    def release(self, endpoint_id: str, tenant_id: str) -> None:
+    def release(self, delivery: InFlight) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
-        self.leave(endpoint_id, answered=False)
-        self.free(tenant_id)
+        self.leave(delivery.endpoint_id, answered=False)
+        self.free(delivery)
+
+    def held(self) -> list[tuple[str, int]]:
+        """Every delivery holding a capacity slot, with its claim's attempt_count: the
+        leases to renew."""
+        with self._changed:
+            return list(self._held.items())
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no slot is taken; False if some still were after `timeout`."""

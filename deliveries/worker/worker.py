@@ -54,6 +54,7 @@ from deliveries.services.claims import (
     deliveries_claim_fairly,
     deliveries_due_exist,
     deliveries_give_back,
+    deliveries_renew_leases,
 )
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
 from deliveries.services.recording import Outcome, Recorded
@@ -96,6 +97,11 @@ NEXT_IN_LINE_SECONDS = 2.0
 # it is claimed again (by any worker): long enough not to spin, short enough that a
 # worker with the key soon sends it.
 UNREADABLE_SECRET_WAIT_SECONDS = 30
+# The leases of the deliveries this process holds (in flight, in line, waiting for their
+# record) are renewed when this share of a lease has passed since the last renewal: an
+# attempt whose record is slow (a lock held elsewhere, a database pause) keeps its lease,
+# so the scheduler does not make it due again while it is still under way.
+RENEW_LEASES_AFTER = 1 / 3
 UNREADABLE_SECRET_ERROR = (
     "cannot decrypt the endpoint's signing secret: this worker's HOMING_ENCRYPTION_KEY "
     "lacks the key that encrypted it"
@@ -156,6 +162,7 @@ class Worker:
         # Every thread is started by start() and stopped by close() (DESIGN.md 17).
         self._threads: dict[str, threading.Thread] = {}
         self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+        self._leases_renewed = time.monotonic()
         self._claims_heartbeat = Heartbeat()
         self._releases_heartbeat = Heartbeat()
         self.supervisor: Supervisor | None = None
@@ -253,6 +260,7 @@ class Worker:
             self._woken.clear()
             try:
                 with self._claims_heartbeat.working():
+                    self._renew_leases()
                     self._give_back_waited_too_long()
                     due = self._answer_message() or woken or deliveries_due_exist()
                 if not due:
@@ -287,6 +295,7 @@ class Worker:
         # Our own finished requests first: woken by them, a claim would otherwise see
         # their slots still held in the cluster and take nothing.
         self._release_finished()
+        self._renew_leases()
         self._give_back_waited_too_long()
         policy = current_policy()
         reserved = self.slots.reserve(BATCH_SIZE, at_least=MIN_RESERVATION, timeout=1.0)
@@ -299,7 +308,7 @@ class Worker:
         except BaseException:
             self.slots.cancel(reserved)
             raise
-        verdict = self.slots.admit([(c.endpoint_id, c.tenant_id) for c in claimed], reserved)
+        verdict = self.slots.admit(claimed, reserved)
         admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
         refused = [c for c, ok in zip(claimed, verdict, strict=True) if not ok]
         try:
@@ -310,13 +319,22 @@ class Worker:
             for delivery in admitted:  # their leases expire; the scheduler retries them
                 self._release(delivery)
             for delivery in refused:
-                self.slots.free(delivery.tenant_id)
+                self.slots.free(delivery)
             raise
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
             self.sender.loop.call_soon_threadsafe(self._start_attempt_in, delay, delivery, policy)
         self._line_up_or_give_back(refused, policy)
         return more_due
+
+    def _renew_leases(self) -> None:
+        """Every RENEW_LEASES_AFTER of a lease, one statement renews the leases of every
+        delivery this process holds (fenced: only where its claim still holds it)."""
+        lease_seconds = current_policy().lease_seconds
+        if time.monotonic() - self._leases_renewed < lease_seconds * RENEW_LEASES_AFTER:
+            return
+        self._leases_renewed = time.monotonic()
+        deliveries_renew_leases(held=self.slots.held(), lease_seconds=lease_seconds)
 
     def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
         """Those whose endpoint's secrets this process can decrypt. The others are given
@@ -342,7 +360,7 @@ class Worker:
                 extra=delivery_log_context(delivery),
             )
         deliveries_give_back(
-            delivery_ids=[d.id for d in waiting],
+            deliveries=waiting,
             delay=timedelta(seconds=UNREADABLE_SECRET_WAIT_SECONDS),
             last_error=UNREADABLE_SECRET_ERROR,
         )
@@ -449,16 +467,16 @@ class Worker:
         if not deliveries:
             return
         try:
-            deliveries_give_back(delivery_ids=[d.id for d in deliveries])
+            deliveries_give_back(deliveries=deliveries)
         finally:
             for delivery in deliveries:
-                self.slots.free(delivery.tenant_id)
+                self.slots.free(delivery)
 
     def _release(self, delivery: Claimed) -> None:
         """The attempt will not happen (or never reached the recorder): its slots here
         and in the cluster."""
         self._leave(delivery)
-        self.slots.free(delivery.tenant_id)
+        self.slots.free(delivery)
 
     def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
         """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
@@ -480,7 +498,7 @@ class Worker:
             try:
                 for wait in {round(w, 2) for _, w in throttled}:
                     deliveries_give_back(
-                        delivery_ids=[d.id for d, w in throttled if round(w, 2) == wait],
+                        deliveries=[d for d, w in throttled if round(w, 2) == wait],
                         delay=timedelta(seconds=wait),
                     )
             finally:
@@ -619,12 +637,12 @@ class Worker:
                 self._request_over(delivery, answered=succeeded(result))
             self.recorder.submit(
                 Outcome(delivery, result, started_at, policy),
-                lambda _: self.slots.free(delivery.tenant_id),
+                lambda _: self.slots.free(delivery),
             )
             submitted = True
         finally:
             if not submitted:
-                self.slots.free(delivery.tenant_id)
+                self.slots.free(delivery)
 
     async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
         """The attempt's result, or None when the endpoint was deactivated since the claim."""

@@ -3,17 +3,25 @@ once."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+from types import SimpleNamespace
 
 from deliveries.worker.slots import Slots
+
+_ids = itertools.count(1)
 
 
 def make(**kwargs) -> Slots:
     return Slots(**{"capacity": 10, "per_endpoint": 4, **kwargs})
 
 
-def of_tenant(endpoint_ids: list[str], tenant: str = "t") -> list[tuple[str, str]]:
-    return [(endpoint_id, tenant) for endpoint_id in endpoint_ids]
+def of_tenant(endpoint_ids: list[str], tenant: str = "t") -> list[SimpleNamespace]:
+    """Claimed deliveries to these endpoints (as the slots see them)."""
+    return [
+        SimpleNamespace(id=f"dlv_{next(_ids)}", attempt_count=1, endpoint_id=e, tenant_id=tenant)
+        for e in endpoint_ids
+    ]
 
 
 def test_it_reserves_at_most_the_free_capacity() -> None:
@@ -27,14 +35,15 @@ def test_it_reserves_at_most_the_free_capacity() -> None:
 def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
     slots = make()
     reserved = slots.reserve(8)
-    verdict = slots.admit(of_tenant(["a"] * 5 + ["b"]), reserved)
+    claimed = of_tenant(["a"] * 5 + ["b"])
+    verdict = slots.admit(claimed, reserved)
     assert verdict == [True] * 4 + [False, True]
     # Nothing was claimed for two reservations: freed. The refused one keeps its slot
     # until the worker lines it up or gives it back.
     assert slots.in_flight == 6
     assert slots.full() == {"a"}
     assert (slots.room("a"), slots.room("b"), slots.room("c")) == (0, 3, 4)
-    slots.free("t")
+    slots.free(claimed[4])
     assert slots.in_flight == 5
 
 
@@ -66,19 +75,21 @@ def test_a_slot_passed_on_stays_taken_and_counts_as_an_answer() -> None:
 
 def test_releasing_every_admitted_attempt_returns_to_idle() -> None:
     slots = make()
-    slots.admit(of_tenant(["a", "a", "b"]), slots.reserve(3))
-    for endpoint in ["a", "b", "a"]:
-        slots.release(endpoint, "t")
-    assert slots.in_flight == 0 and slots.full() == set()
+    claimed = of_tenant(["a", "a", "b"])
+    slots.admit(claimed, slots.reserve(3))
+    for delivery in reversed(claimed):
+        slots.release(delivery)
+    assert slots.in_flight == 0 and slots.full() == set() and slots.held() == []
     assert slots.wait_idle(timeout=0.01)
 
 
 def test_an_endpoint_slot_is_free_when_the_request_ends_before_it_is_recorded() -> None:
     slots = make()
-    slots.admit(of_tenant(["a"] * 4), slots.reserve(4))
+    claimed = of_tenant(["a"] * 4)
+    slots.admit(claimed, slots.reserve(4))
     slots.leave("a")
     assert slots.room("a") == 1 and slots.in_flight == 4  # capacity waits for the record
-    slots.free("t")
+    slots.free(claimed[0])
     assert slots.in_flight == 3
 
 
@@ -99,32 +110,47 @@ def test_a_cancelled_claim_gives_its_reservation_back() -> None:
 
 def test_a_waiting_reservation_is_granted_when_a_slot_is_released() -> None:
     slots = make(capacity=2)
-    slots.admit(of_tenant(["a", "b"]), slots.reserve(2))
+    claimed = of_tenant(["a", "b"])
+    slots.admit(claimed, slots.reserve(2))
     got = []
     waiter = threading.Thread(target=lambda: got.append(slots.reserve(5, timeout=5)))
     waiter.start()
-    slots.release("a", "t")
+    slots.release(claimed[0])
     waiter.join(timeout=5)
     assert got == [1]
 
 
 def test_drain_waits_for_attempts_under_way() -> None:
     slots = make()
-    slots.admit(of_tenant(["a"]), slots.reserve(1))
+    claimed = of_tenant(["a"])
+    slots.admit(claimed, slots.reserve(1))
     assert not slots.wait_idle(timeout=0.05)
-    threading.Timer(0.05, slots.release, args=["a", "t"]).start()
+    threading.Timer(0.05, slots.release, args=claimed).start()
     assert slots.wait_idle(timeout=5)
 
 
 def test_a_tenant_s_room_counts_its_capacity_slots_until_each_is_freed() -> None:
     slots = make(per_tenant=5)
-    verdict = slots.admit([*of_tenant(["a"] * 5, "busy"), ("q", "quiet")], slots.reserve(6))
+    busy, quiet = of_tenant(["a"] * 5, "busy"), of_tenant(["q"], "quiet")
+    verdict = slots.admit(busy + quiet, slots.reserve(6))
     # The endpoint cap refuses one of busy's, which still holds a capacity slot (in line).
     assert verdict == [True] * 4 + [False, True]
     assert (slots.tenant_room("busy"), slots.tenant_room("quiet")) == (0, 4)
     slots.leave("a")  # its request is over; the slot waits for the record
     assert slots.tenant_room("busy") == 0
-    slots.free("busy")
+    slots.free(busy[0])
     assert slots.tenant_room("busy") == 1
-    slots.release("q", "quiet")
+    slots.release(quiet[0])
     assert slots.tenant_room("quiet") == 5 and slots.in_flight == 4
+
+
+def test_every_delivery_holding_a_slot_is_held_with_its_claim_s_attempt_number() -> None:
+    slots = make()
+    claimed = of_tenant(["a", "a", "b"])
+    claimed[2].attempt_count = 3
+    slots.admit(claimed, slots.reserve(5))
+    assert sorted(slots.held()) == sorted([(d.id, d.attempt_count) for d in claimed])
+    slots.leave("a")  # over, not recorded yet: still held (its lease is still needed)
+    assert len(slots.held()) == 3
+    slots.free(claimed[0])
+    assert sorted(slots.held()) == sorted([(d.id, d.attempt_count) for d in claimed[1:]])

@@ -27,8 +27,8 @@ def run(worker: Worker, coroutine):
 def test_a_slot_is_released_when_an_attempt_fails_before_reaching_the_recorder(
     worker, monkeypatch
 ) -> None:
-    delivery = SimpleNamespace(id="dlv_1", endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([("ep_1", "ten_1")], worker.slots.reserve(1))
+    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
+    worker.slots.admit([delivery], worker.slots.reserve(1))
 
     async def broken(*args):
         raise RuntimeError("a bug")
@@ -40,8 +40,8 @@ def test_a_slot_is_released_when_an_attempt_fails_before_reaching_the_recorder(
 
 
 def test_a_slot_is_released_once_the_result_is_recorded(worker, monkeypatch) -> None:
-    delivery = SimpleNamespace(id="dlv_1", endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([("ep_1", "ten_1")], worker.slots.reserve(1))
+    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
+    worker.slots.admit([delivery], worker.slots.reserve(1))
     submitted = []
 
     async def nothing_sent(*args):
@@ -57,8 +57,8 @@ def test_a_slot_is_released_once_the_result_is_recorded(worker, monkeypatch) -> 
 
 
 def test_the_endpoint_slot_is_free_as_soon_as_the_response_is_in(worker, monkeypatch) -> None:
-    delivery = SimpleNamespace(id="dlv_1", endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([("ep_1", "ten_1")], worker.slots.reserve(1))
+    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
+    worker.slots.admit([delivery], worker.slots.reserve(1))
     monkeypatch.setattr(worker.recorder, "submit", lambda o, done: None)
 
     async def answered(*args):
