@@ -16,6 +16,9 @@ full, throttled or circuit-open costs nothing: it is simply not asked.
 A claim returns plain records with the event and endpoint loaded (two more queries per
 batch, not per delivery): the worker handles hundreds of them a second, and building
 three model instances for each cost more than sending it.
+
+The statements themselves are in claim_sql.py (PostgreSQL), written once and whole, and
+claims_sqlite.py (the embedded set-up); this module chooses their parameters.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from django.utils import timezone
 from deliveries.fair_share import DueEndpoint, fair_shares
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import Policy
+from deliveries.services import claim_sql, claims_sqlite
 from deliveries.services.health import circuits_not_closed
 from webhooks.models import Endpoint, Event
 
@@ -46,6 +50,7 @@ from webhooks.models import Endpoint, Event
 BATCH_SIZE = 100
 # Endpoints one look for due work lists at most (see due_endpoints).
 DUE_ENDPOINTS_LIMIT = 10_000
+ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,17 +121,15 @@ def deliveries_claim_fairly(
     for endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
     worker's retry budget (worker/budget.py) decides."""
     paused, probes = circuits_not_closed()
-    rows: list[tuple[Any, ...]] = []
-    for endpoint_id in probes[:limit]:
-        # The probe is a real waiting delivery; none due means the next probe is later.
-        rows += _claim_rows("endpoint_id = %s", [endpoint_id], policy.lease_seconds, 1)
+    # The probe is a real waiting delivery; none due means the next probe is later.
+    rows = _claim({endpoint_id: 1 for endpoint_id in probes[:limit]}, ANY_ATTEMPT, policy)
     limit -= len(rows)
     if limit <= 0:
         return Claim(_with_events_and_endpoints(rows), set())
     skip = {*skip_endpoints, *paused}
-    which_attempts = " AND attempt_count = schedule_offset" if first_attempts_only else ""
-    if retries_only:
-        which_attempts = " AND attempt_count > schedule_offset"
+    attempts = ANY_ATTEMPT
+    if first_attempts_only or retries_only:
+        attempts = {"any_attempt": False, "first_attempts": first_attempts_only}
     # `limit` is what the probes left. (Their endpoints are paused, so skipped below.)
     candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
     shares = fair_shares(
@@ -136,7 +139,7 @@ def deliveries_claim_fairly(
         rotation=rotation,
         tenant_room=tenant_room,
     )
-    by_endpoint = _claim_by_endpoint(shares, which_attempts, policy.lease_seconds)
+    by_endpoint = _claim(shares, attempts, policy)
     got = Counter(row[3] for row in by_endpoint)
     exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
     return Claim(_with_events_and_endpoints(rows + by_endpoint), exhausted)
@@ -150,38 +153,10 @@ def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[
     On PostgreSQL a skip scan of the `delivery_endpoint_due` index: one probe per
     endpoint with pending deliveries finds its earliest one, whatever the depth of its
     backlog, so a 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12)."""
-    table, endpoints = Delivery._meta.db_table, Endpoint._meta.db_table
-    if connection.vendor == "postgresql":
-        sql = f"""
-            WITH RECURSIVE pending(endpoint_id, next_at) AS (
-                (SELECT endpoint_id, next_attempt_at FROM {table}
-                 WHERE status = 'pending' AND endpoint_id > %s
-                 ORDER BY endpoint_id, next_attempt_at LIMIT 1)
-                UNION ALL
-                SELECT later.* FROM pending CROSS JOIN LATERAL (
-                    SELECT endpoint_id, next_attempt_at FROM {table}
-                    WHERE status = 'pending' AND endpoint_id > pending.endpoint_id
-                    ORDER BY endpoint_id, next_attempt_at LIMIT 1
-                ) later
-            )
-            SELECT e.id, e.tenant_id, e.rate_limit
-            FROM pending JOIN {endpoints} e ON e.id = pending.endpoint_id
-            WHERE pending.next_at <= statement_timestamp() AND e.circuit_state = 'closed'
-            AND e.is_active
-            LIMIT %s
-        """
-        params: list[Any] = [after, limit]
-    else:
-        sql = f"""
-            SELECT DISTINCT e.id, e.tenant_id, e.rate_limit
-            FROM {table} d JOIN {endpoints} e ON e.id = d.endpoint_id
-            WHERE d.status = 'pending' AND d.next_attempt_at <= %s
-            AND e.circuit_state = 'closed' AND e.is_active AND e.id > %s
-            ORDER BY e.id LIMIT %s
-        """
-        params = [timezone.now(), after, limit]
+    if connection.vendor != "postgresql":
+        return [DueEndpoint(*row) for row in claims_sqlite.due_endpoints(after=after, limit=limit)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(claim_sql.DUE_ENDPOINTS, {"after": after, "limit": limit})
         return [DueEndpoint(*row) for row in cursor.fetchall()]
 
 
@@ -245,96 +220,21 @@ def _held_by(deliveries: Sequence[Leased]) -> Q:
     return either & Q(status=Delivery.Status.DELIVERING)
 
 
-def _claim_rows(
-    condition: str, params: list[Any], lease_seconds: float, limit: int
-) -> list[tuple[Any, ...]]:
-    """Claim up to `limit` due rows matching `condition`."""
-    # No ORDER BY: with it, PostgreSQL sorts every due row matching (thousands in a
-    # backlog) whenever its statistics are stale; without, the scan stops at `limit`.
-    # The endpoint is checked in the claim itself, not only in the due list (which a
-    # worker keeps for REFRESH_SECONDS): once a deactivation or deletion has committed,
-    # no claim takes its deliveries.
-    picked = f"""
-        SELECT id FROM {Delivery._meta.db_table}
-        WHERE {condition} AND status = 'pending' AND next_attempt_at <= {{now}}
-        AND endpoint_id IN (SELECT id FROM {Endpoint._meta.db_table} WHERE is_active)
-        LIMIT %s{{skip_locked}}
-    """
-    return _claim(picked, lambda now: [*params, *now, limit], lease_seconds)
-
-
-def _claim_by_endpoint(
-    shares: dict[str, int], which_attempts: str, lease_seconds: float
-) -> list[tuple[Any, ...]]:
-    """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first."""
+def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) -> list:
+    """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first: the
+    rows the statement returned (claim_sql.CLAIM)."""
     if not shares:
         return []
-    if connection.vendor != "postgresql":  # the embedded set-up: one statement each
-        rows = []
-        for endpoint_id, share in shares.items():
-            rows += _claim_rows(
-                f"endpoint_id = %s{which_attempts}", [endpoint_id], lease_seconds, share
-            )
-        return rows
-    # One statement for all: per endpoint a LATERAL walk of `delivery_endpoint_due`,
-    # which stops after its share, however deep the backlog behind it. Only active
-    # endpoints (see _claim_rows).
-    picked = f"""
-        SELECT d.id FROM unnest(%s::text[], %s::int[]) AS share(endpoint_id, n)
-        JOIN {Endpoint._meta.db_table} e ON e.id = share.endpoint_id AND e.is_active
-        CROSS JOIN LATERAL (
-            SELECT id FROM {Delivery._meta.db_table}
-            WHERE endpoint_id = share.endpoint_id AND status = 'pending'
-            AND next_attempt_at <= {{now}}{which_attempts}
-            ORDER BY next_attempt_at LIMIT share.n{{skip_locked}}
-        ) d
-    """
-    return _claim(picked, lambda now: [list(shares), list(shares.values())], lease_seconds)
-
-
-def _claim(
-    picked: str, picked_params: Callable[[list[Any]], list[Any]], lease_seconds: float
-) -> list[tuple[Any, ...]]:
-    """Move the rows `picked` selects to `delivering` with a lease; their records."""
-    table = Delivery._meta.db_table
-    # The database's clock decides what is due and when a lease ends: every worker and
-    # scheduler then agree, however far their own clocks drift. (SQLite, the embedded
-    # single-machine set-up, is given this process's clock.)
-    if connection.vendor == "postgresql":
-        now, lease_until = (
-            "statement_timestamp()",
-            "statement_timestamp() + make_interval(secs => %s)",
-        )
-        stamps: list[Any] = []
-        lease = [lease_seconds]
-    else:
-        current = timezone.now()
-        now, lease_until = "%s", "%s"
-        stamps, lease = [current], [current + timedelta(seconds=lease_seconds)]
-    skip_locked = (
-        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
-    )
-    # The due rows are picked once, in a MATERIALIZED CTE on PostgreSQL: as a plain
-    # `IN (subquery … LIMIT)` the planner may rescan the subquery (a nested loop on
-    # stale statistics), and with SKIP LOCKED each rescan finds other rows, so one
-    # claim took thousands instead of `limit` (measured: 1,853 rows for a limit of 100).
-    materialized = " MATERIALIZED" if connection.vendor == "postgresql" else ""
-    # Locked rows (FOR UPDATE re-checks one another claim changed meanwhile) are updated
-    # by primary key alone: with the conditions repeated, the planner could also find
-    # them by scanning every due row (on statistics taken when little was pending).
-    # Without row locks (SQLite), the repeated conditions are the guard.
-    recheck = "" if skip_locked else f" AND status = 'pending' AND next_attempt_at <= {now}"
-    sql = f"""
-        WITH picked AS{materialized} ({picked.format(now=now, skip_locked=skip_locked)})
-        UPDATE {table} SET status = 'delivering', lease_expires_at = {lease_until},
-            attempt_count = attempt_count + 1, updated_at = {now}
-        WHERE id IN (SELECT id FROM picked){recheck}
-        RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
-            ordering_key, head_since
-    """
-    params = [*picked_params(stamps), *lease, *stamps, *(stamps if recheck else [])]
+    if connection.vendor != "postgresql":
+        return claims_sqlite.claim(shares, attempts, policy.lease_seconds)
+    params = {
+        "endpoint_ids": list(shares),
+        "shares": list(shares.values()),
+        "lease_seconds": policy.lease_seconds,
+        **attempts,
+    }
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(claim_sql.CLAIM, params)
         return cursor.fetchall()
 
 
