@@ -174,7 +174,11 @@ class RoutingVersion(models.Model):
 
 class Event(models.Model):
     id = id_field("evt")
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: `event_tenant_keyset` leads with the tenant and serves every
+    # lookup by it (one index less to write per ingested event).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     type = models.CharField(max_length=255)
     data = models.JSONField()
     # Deliveries of events with one key go to each endpoint one at a time, in order.
