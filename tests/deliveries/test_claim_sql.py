@@ -9,6 +9,7 @@ from django.db import connection
 from deliveries.policy import current_policy
 from deliveries.services import claim_sql
 from deliveries.services.claims import deliveries_claim_fairly, due_endpoints
+from tests.databases import postgresql_only
 
 PINNED_CLAIM = """
 WITH picked AS MATERIALIZED (
@@ -63,6 +64,7 @@ def test_the_statements_name_the_tables_the_models_use() -> None:
         assert Delivery._meta.db_table in sql and Endpoint._meta.db_table in sql
 
 
+@postgresql_only
 def test_a_claim_runs_exactly_those_statements(alice) -> None:
     alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
     alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.services.claims import deliveries_claim, deliveries_claim_fairly, due_endpoints
+from tests.databases import postgresql_only
 from webhooks.models import Endpoint
 from webhooks.services.event_input import EventInput
 from webhooks.services.events import events_ingest
@@ -79,6 +80,7 @@ def test_circuit_open_endpoints_are_not_listed_as_due(alice):
     assert [e.id for e in due_endpoints()] == [closed.id]
 
 
+@postgresql_only
 def test_looking_for_due_endpoints_and_claiming_use_the_endpoint_index(alice):
     for n in range(3):
         endpoint(alice, n)
@@ -96,6 +98,7 @@ def test_looking_for_due_endpoints_and_claiming_use_the_endpoint_index(alice):
         assert "Seq Scan" not in plan or Delivery._meta.db_table not in _seq_scanned(plan)
 
 
+@postgresql_only
 def test_a_claim_walks_each_endpoint_through_its_own_index_whatever_the_costs_say(alice):
     # The isolation bench's case: a hanging endpoint keeps the oldest due rows while the
     # others drain, and the planner found walking the time-ordered `delivery_due` index

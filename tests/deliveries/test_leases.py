@@ -24,6 +24,7 @@ from deliveries.services.claims import (
 from deliveries.services.recording import Outcome, attempts_record
 from deliveries.services.scheduling import deliveries_recover_expired_leases
 from deliveries.worker.worker import Worker
+from tests.databases import postgresql_only
 
 
 @pytest.fixture
@@ -96,6 +97,7 @@ def test_the_worker_renews_the_leases_of_what_it_holds_and_only_those(alice) -> 
     assert worker.slots.held() == []
 
 
+@postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_recording_waits_for_another_transaction_s_row_lock_only_so_long(
     alice, postgres_dsn, monkeypatch
