@@ -5,21 +5,20 @@ when their hold lapses (Redis's clock plus the delivery's lease): one script per
 batch drops lapsed members (a worker that died gives its slots back that way), then
 admits deliveries while the set is under the cap. A finished attempt removes its member.
 Without Redis (the embedded set-up, one worker) the same rules hold in this process
-(`_Local`: the same sets, leases and ramps, in memory). If Redis does not answer,
+(concurrency_local.py: the same sets, leases and ramps, in memory). If Redis does not answer,
 attempts are let through: a missed cap is better than a stalled queue.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Sequence
 
 import redis
 from django.conf import settings
 
 from core.redis import redis_client
+from deliveries.concurrency_local import LocalConcurrency
 
 logger = logging.getLogger(__name__)
 
@@ -90,73 +89,7 @@ _room_script: redis.commands.core.Script | None = None
 _hand_over_script: redis.commands.core.Script | None = None
 
 
-class _Local:
-    """The rules of the scripts above for one process, when there is no Redis."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[str, dict[str, float]] = {}  # endpoint -> delivery -> lapses at
-        self._ramps: dict[str, tuple[int, float]] = {}  # endpoint -> (cap, forgotten at)
-
-    def room(self, endpoint_id: str, cap: int) -> int:
-        now = time.monotonic()
-        held = self._held.get(endpoint_id, {})
-        for delivery_id in [d for d, until in held.items() if until <= now]:
-            del held[delivery_id]
-        ramp, forgotten_at = self._ramps.get(endpoint_id, (cap, float("inf")))
-        if forgotten_at <= now:
-            del self._ramps[endpoint_id]
-            ramp = cap
-        return max(0, min(cap, ramp) - len(held))
-
-    def rooms(self, endpoint_ids: Sequence[str], cap: int) -> dict[str, int]:
-        with self._lock:
-            return {e: self.room(e, cap) for e in endpoint_ids}
-
-    def acquire(
-        self, endpoint_ids: Sequence[str], delivery_ids: Sequence[str], cap: int, lease: float
-    ) -> list[bool]:
-        with self._lock:
-            verdict = []
-            for endpoint_id, delivery_id in zip(endpoint_ids, delivery_ids, strict=True):
-                ok = self.room(endpoint_id, cap) > 0
-                if ok:
-                    self._held.setdefault(endpoint_id, {})[delivery_id] = time.monotonic() + lease
-                verdict.append(ok)
-            return verdict
-
-    def release(self, finished: Sequence[tuple[str, str]]) -> None:
-        with self._lock:
-            for endpoint_id, delivery_id in finished:
-                held = self._held.get(endpoint_id)
-                if held is not None:
-                    held.pop(delivery_id, None)
-                    if not held:
-                        del self._held[endpoint_id]
-
-    def hand_over(self, handed: Sequence[tuple[str, str, str]], lease: float) -> None:
-        with self._lock:
-            for endpoint_id, finished_id, next_id in handed:
-                held = self._held.setdefault(endpoint_id, {})
-                held.pop(finished_id, None)
-                held[next_id] = time.monotonic() + lease
-
-    def ramp_start(self, endpoint_id: str) -> None:
-        with self._lock:
-            self._ramps[endpoint_id] = (RAMP_START, time.monotonic() + RAMP_SECONDS)
-
-    def ramp_grow(self, endpoint_ids: Sequence[str], cap: int) -> None:
-        with self._lock:
-            for endpoint_id in endpoint_ids:
-                if endpoint_id in self._ramps:
-                    ramp = self._ramps[endpoint_id][0] * 2
-                    if ramp >= cap:
-                        del self._ramps[endpoint_id]
-                    else:
-                        self._ramps[endpoint_id] = (ramp, time.monotonic() + RAMP_SECONDS)
-
-
-_local = _Local()
+_local = LocalConcurrency(ramp_start=RAMP_START, ramp_seconds=RAMP_SECONDS)
 
 
 def rooms(*, endpoint_ids: Sequence[str]) -> dict[str, int]:
