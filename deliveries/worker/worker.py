@@ -3,16 +3,17 @@
 One `Worker` per worker process owns everything that moves a delivery:
 - the claim loop (a thread): Celery messages and an idle poll wake it; it claims due
   deliveries in batches with a lease, while the slots have room;
-- the slots (slots.py): attempts in flight, in all and per endpoint, counted once;
+- the slots (slots.py): attempts in flight, in all, per tenant and per endpoint, counted
+  once, with the deliveries whose leases the claim loop renews;
 - the next in line (line.py): deliveries claimed beyond an answering endpoint's room,
   each answer handing its slot straight to one of them (no claim between two requests);
 - the sender (sender.py): one event-loop thread; each attempt is a coroutine bounded by
   HOMING_DELIVERY_TIMEOUT as a whole;
 - the recorder (recorder.py): a thread writing results in batches;
-- the parker (a thread): deactivated endpoints' backlogs go to the dead-letter queue in
-  bounded batches, never on the recorder's thread;
-- the releases thread: finished requests' places in the cluster-wide cap, given back in
-  batches;
+- the parker (parker.py, a thread): deactivated endpoints' backlogs go to the dead-letter
+  queue in bounded batches, never on the recorder's thread;
+- the releases (releases.py, a thread): finished requests' places in the cluster-wide
+  cap, given back in batches;
 - the gatherers (core/background.py): the wake-up publisher and the counters;
 - the watchdog (supervisor.py): if any of these threads dies or is stuck, the process
   exits so that its supervisor starts a new one.
@@ -26,7 +27,6 @@ expire and the scheduler retries those deliveries (at least once).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import Counter
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from config.logs import delivery_log_context
@@ -56,13 +56,14 @@ from deliveries.services.claims import (
     deliveries_give_back,
     deliveries_renew_leases,
 )
-from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
 from deliveries.services.recording import Outcome, Recorded
 from deliveries.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.worker.budget import RetryBudget
 from deliveries.worker.due import DueEndpoints
 from deliveries.worker.line import NextInLine
+from deliveries.worker.parker import Parker
 from deliveries.worker.recorder import Recorder
+from deliveries.worker.releases import Releases
 from deliveries.worker.slots import Slots
 from deliveries.worker.supervisor import Heartbeat, Supervisor, Watched
 from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
@@ -77,8 +78,6 @@ MIN_RESERVATION = 10
 # A rate-limited attempt whose send time is at most this far off is held in memory until
 # then (well within its lease); later ones are given back without spending an attempt.
 RATE_HOLD_SECONDS = 2.0
-# Finished requests' cluster slots are given back at most this long after their answer.
-RELEASE_GATHER_SECONDS = 0.002
 # An endpoint at its cap whose first attempts wait counts for the retry budget while it
 # answered a request with a success this recently (budget.py).
 FIRSTS_MOVING_SECONDS = 1.0
@@ -140,31 +139,25 @@ class Worker:
             limit_per_host=0,
         )
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
-        self.recorder = Recorder(on_deactivate=self._park_later)
+        self.parker = Parker()
+        self.releases = Releases(lease_seconds=lambda: current_policy().lease_seconds)
+        self.recorder = Recorder(on_deactivate=self.parker.park_later)
         self.due = DueEndpoints()
         self._rotation = 0  # which tenant a claim serves first (fair_share.py)
         self._with_firsts: set[str] = set()  # endpoints whose first attempts wait
         # Rate-limited endpoint -> when this process last sent to it (the loop's clock).
         self._last_sent: dict[str, float] = {}
-        self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
-        # (endpoint, finished delivery, next delivery): slots handed over.
-        self._handed: list[tuple[str, str, str]] = []
-        self._finishing = threading.Event()
-        self._releasing = threading.Lock()  # one batch of releases at a time, in order
         self.line: NextInLine[tuple[Claimed, Policy]] = NextInLine(max_wait=NEXT_IN_LINE_SECONDS)
         self._lock = threading.Lock()
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._throttled: dict[str, float] = {}  # endpoint id -> monotonic time it may go
-        self._to_park: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
-        self._closing = threading.Event()  # the releases thread ends (after the drain)
         # Every thread is started by start() and stopped by close() (DESIGN.md 17).
         self._threads: dict[str, threading.Thread] = {}
         self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
         self._leases_renewed = time.monotonic()
         self._claims_heartbeat = Heartbeat()
-        self._releases_heartbeat = Heartbeat()
         self.supervisor: Supervisor | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -177,8 +170,8 @@ class Worker:
         self.recorder.start()
         for name, target in (
             ("homing-claims", self.run),
-            ("homing-releases", self._release_until_closed),
-            ("homing-parker", self._park_until_closed),
+            ("homing-releases", self.releases.run_until_closed),
+            ("homing-parker", self.parker.run_until_closed),
         ):
             self._threads[name] = threading.Thread(target=target, name=name, daemon=True)
             self._threads[name].start()
@@ -194,7 +187,7 @@ class Worker:
             Watched("claims", lambda: self._threads["homing-claims"], self._claims_heartbeat),
             Watched("event loop", lambda: self.sender.thread),
             Watched("recorder", lambda: self.recorder.thread, self.recorder.heartbeat),
-            Watched("releases", lambda: self._threads["homing-releases"], self._releases_heartbeat),
+            Watched("releases", lambda: self._threads["homing-releases"], self.releases.heartbeat),
             # No patience: parking a deep backlog takes as long as it takes.
             Watched("parker", lambda: self._threads["homing-parker"]),
         ]
@@ -237,13 +230,12 @@ class Worker:
             claims.join(timeout=CLOSE_SECONDS)  # out of its claim, its connection closed
         self.recorder.stop()
         self.sender.close()
-        self._closing.set()
-        self._finishing.set()
-        self._to_park.put(None)
+        self.releases.close()
+        self.parker.close()
         for name in ("homing-releases", "homing-parker"):
             if name in self._threads:
                 self._threads[name].join(timeout=CLOSE_SECONDS)
-        self._release_finished()  # what the releases thread has not sent yet
+        self.releases.send()  # what the releases thread has not sent yet
         close_gatherers(self._gatherers)
 
     # --- the claim loop ----------------------------------------------------------------
@@ -294,7 +286,7 @@ class Worker:
         self._answer_message()
         # Our own finished requests first: woken by them, a claim would otherwise see
         # their slots still held in the cluster and take nothing.
-        self._release_finished()
+        self.releases.send()
         self._renew_leases()
         self._give_back_waited_too_long()
         policy = current_policy()
@@ -556,32 +548,7 @@ class Worker:
         """The attempt's request is over: its endpoint slot here, and in the cluster with
         the next batch of releases (one Redis round trip for many)."""
         self.slots.leave(delivery.endpoint_id, answered=answered)
-        with self._lock:
-            self._finished.append((delivery.endpoint_id, delivery.id))
-        self._finishing.set()
-
-    def _release_until_closed(self) -> None:
-        """Give finished requests' slots back to the cluster as they come, a batch per
-        round trip: a slot left held after its answer is room another worker does not see
-        (released with the recorder's batches, they stayed held ~50 ms: one endpoint's
-        drain ran at half speed). Until close(), after the drain: attempts finishing
-        while the worker drains are released too."""
-        while not self._closing.is_set():
-            self._finishing.wait()
-            time.sleep(RELEASE_GATHER_SECONDS)  # gather what finishes meanwhile
-            self._finishing.clear()
-            with self._releases_heartbeat.working():
-                self._release_finished()
-
-    def _release_finished(self) -> None:
-        # Hand-overs before releases, one batch at a time: a delivery handed a slot may
-        # finish (and be released) before the hand-over reached Redis.
-        with self._releasing:
-            with self._lock:
-                finished, self._finished = self._finished, []
-                handed, self._handed = self._handed, []
-            concurrency.hand_over(handed=handed, lease_seconds=current_policy().lease_seconds)
-            concurrency.release_many(finished=finished)
+        self.releases.finished(delivery.endpoint_id, delivery.id)
 
     def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
         """On the event loop, as a request ends: after a success (`answered`), its
@@ -596,9 +563,7 @@ class Worker:
             return
         successor, policy = following
         self.slots.pass_on(delivery.endpoint_id)
-        with self._lock:
-            self._handed.append((delivery.endpoint_id, delivery.id, successor.id))
-        self._finishing.set()
+        self.releases.handed_over(delivery.endpoint_id, delivery.id, successor.id)
         self._start_attempt(successor, policy)
 
     # --- one attempt (on the sender's event loop) --------------------------------------
@@ -687,26 +652,6 @@ class Worker:
                 extra=delivery_log_context(delivery),
             )
         return result
-
-    # --- parking deactivated endpoints' backlogs ---------------------------------------
-
-    def _park_later(self, endpoint_id: str, reason: str) -> None:
-        self._to_park.put((endpoint_id, reason))
-
-    def _park_until_closed(self) -> None:
-        try:
-            while (item := self._to_park.get()) is not None:
-                endpoint_id, reason = item
-                try:
-                    close_old_connections()
-                    if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
-                        deliveries_kill_for_endpoint(
-                            endpoint_id=endpoint_id, reason="endpoint deactivated"
-                        )
-                except Exception:
-                    logger.exception("parking the deliveries of %s failed", endpoint_id)
-        finally:
-            connection.close()  # this thread's own: nothing else would close it
 
     def _wake(self) -> None:
         self._woken.set()

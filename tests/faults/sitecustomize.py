@@ -30,7 +30,6 @@ def _raise(*args, **kwargs):
 def _break(worker) -> None:
     from core import counters
     from deliveries import queue
-    from deliveries.worker import worker as worker_module
 
     loop = worker.sender.loop
     if FAULT == "claims":
@@ -45,17 +44,19 @@ def _break(worker) -> None:
 
         recorder.attempts_record = _raise
     elif FAULT == "releases":
-        original = worker._release_finished  # the claim loop calls it too: not there
+        original = worker.releases.send  # the claim loop calls it too: not there
 
         def release_or_raise() -> None:
             if threading.current_thread().name == "homing-releases":
                 _raise()
             original()
 
-        worker._release_finished = release_or_raise
+        worker.releases.send = release_or_raise
     elif FAULT == "parker":
-        worker_module.endpoint_deactivate = _raise
-        worker._park_later("ep_none", "injected")
+        from deliveries.worker import parker
+
+        parker.endpoint_deactivate = _raise
+        worker.parker.park_later("ep_none", "injected")
     elif FAULT in ("publisher", "counters"):
         gatherer = queue.publisher if FAULT == "publisher" else counters.gatherer
         gatherer._handle = _raise

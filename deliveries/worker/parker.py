@@ -1,0 +1,41 @@
+"""Parking: a deactivated endpoint's backlog goes to the dead-letter queue in bounded
+batches on a thread of its own, never on the recorder's (whose batches other tenants'
+results wait for), however deep the backlog."""
+
+from __future__ import annotations
+
+import logging
+import queue
+
+from django.db import close_old_connections, connection
+
+from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
+
+logger = logging.getLogger(__name__)
+
+
+class Parker:
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+
+    def park_later(self, endpoint_id: str, reason: str) -> None:
+        """Deactivate the endpoint (with `reason`) and park its backlog, on the thread."""
+        self._queue.put((endpoint_id, reason))
+
+    def run_until_closed(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                endpoint_id, reason = item
+                try:
+                    close_old_connections()
+                    if endpoint_deactivate(endpoint_id=endpoint_id, reason=reason):
+                        deliveries_kill_for_endpoint(
+                            endpoint_id=endpoint_id, reason="endpoint deactivated"
+                        )
+                except Exception:
+                    logger.exception("parking the deliveries of %s failed", endpoint_id)
+        finally:
+            connection.close()  # this thread's own: nothing else would close it
+
+    def close(self) -> None:
+        self._queue.put(None)
