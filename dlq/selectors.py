@@ -146,12 +146,13 @@ def _deliveries_by_status_bounded() -> dict[str, int]:
     by_status.update({k: v for k, v in estimates.items() if k in by_status})
     # The two statuses operators watch are read from their partial indexes
     # (delivery_due_by_time, delivery_lease), exactly up to EXACT_UP_TO.
-    by_status["pending"] = count_bounded(
-        Delivery.objects.filter(PENDING_IN_TIME_ORDER), estimate=by_status["pending"]
+    pending, delivering = Delivery.Status.PENDING, Delivery.Status.DELIVERING
+    by_status[pending] = count_bounded(
+        Delivery.objects.filter(PENDING_IN_TIME_ORDER), estimate=by_status[pending]
     )
-    by_status["delivering"] = count_bounded(
-        Delivery.objects.filter(status="delivering", lease_expires_at__isnull=False),
-        estimate=by_status["delivering"],
+    by_status[delivering] = count_bounded(
+        Delivery.objects.filter(status=delivering, lease_expires_at__isnull=False),
+        estimate=by_status[delivering],
     )
     return by_status
 
