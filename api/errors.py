@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.authentication import KEYWORD, ApiKeyRefused
-from core.exceptions import Busy, HomingError, InvalidInput, Throttled
+from core.exceptions import HomingError, Throttled
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,10 @@ def api_error(exc: Exception) -> ApiError | None:
     """What the API answers to `exc`; None for a bug (Django logs it and answers 500)."""
     if isinstance(exc, ApiKeyRefused):
         return ApiError(401, {"message": str(exc)}, {"WWW-Authenticate": KEYWORD})
-    if isinstance(exc, InvalidInput):
-        return ApiError(400, {"message": exc.message, "errors": {exc.field: [exc.detail]}})
-    if isinstance(exc, Throttled):
-        body = {"message": exc.message, "code": exc.code}
-        return ApiError(429, body, {"Retry-After": str(exc.retry_after)}, quiet=True)
-    if isinstance(exc, Busy):
-        return ApiError(503, {"message": exc.message}, {"Retry-After": str(exc.retry_after)})
     if isinstance(exc, HomingError):
-        return ApiError(exc.status_code, {"message": exc.message})
+        headers = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+        body = {"message": exc.message, **exc.details()}
+        return ApiError(exc.status_code, body, headers, quiet=isinstance(exc, Throttled))
     if isinstance(exc, Http404):
         return ApiError(404, {"message": "Not found."})
     if isinstance(exc, RequestDataTooBig):  # Django's refusal was an HTML 400 page

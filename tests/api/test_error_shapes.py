@@ -23,6 +23,7 @@ from core.exceptions import (
     PayloadTooLarge,
     Throttled,
 )
+from deliveries.selectors import FeedExpired
 from webhooks.api import intake
 from webhooks.api import views as webhook_views
 from webhooks.services import backpressure
@@ -59,6 +60,7 @@ ERRORS = [
     IdempotencyKeyMismatch("Different body."),
     NotForConsumers("Not for consumer keys."),
     ApiKeyRefused("Invalid API key."),
+    FeedExpired(7),  # a 410 that names the oldest sequence left
 ]
 
 
