@@ -153,3 +153,27 @@ def test_backpressure_is_the_same_429_with_retry_after_on_both_paths(alice, sett
     assert json.loads(via_drf.content)["code"] == "rate_limited"
     assert int(via_drf["Retry-After"]) >= 1
     assert _shape(via_drf) == _shape(via_intake)
+
+
+def test_no_api_module_but_api_errors_writes_an_error_body():
+    """An error body written by hand in a view is how the two paths drifted: every
+    `{"message": ...}` of the API comes from api.errors."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = [
+        *root.glob("api/*.py"),
+        *(path for path in root.glob("*/api/*.py") if path.parts[len(root.parts)] != "tests"),
+        root / "config" / "nul_guard.py",
+    ]
+    writers = sorted(
+        str(path.relative_to(root))
+        for path in modules
+        if any(
+            isinstance(node, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value == "message" for k in node.keys)
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert writers == ["api/errors.py"]
