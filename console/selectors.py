@@ -12,7 +12,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from console.charts import Chart, attempts_chart
-from console.paging import cursor_decode, cursor_encode
+from console.paging import cursor_decode, cursor_encode, newest_first_page
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import (
@@ -126,22 +126,8 @@ def dead_letter_page(
     *, criteria: Criteria, cursor: str = "", size: int = PAGE_SIZE
 ) -> DeadLetterPage:
     """Newest first, keyset on (dead_at, id): deep pages cost what the first one does."""
-    letters = (
-        dead_letters_matching(criteria=criteria)
-        .select_related("tenant", "endpoint")
-        .order_by("-dead_at", "-id")
-    )
-    if cursor:
-        dead_at_text, last_id = cursor_decode(cursor, size=2)
-        dead_at = datetime.fromisoformat(dead_at_text)
-        letters = letters.filter(dead_at__lte=dead_at).filter(
-            Q(dead_at__lt=dead_at) | Q(id__lt=last_id)
-        )
-    rows = list(letters[: size + 1])
-    next_cursor = None
-    if len(rows) > size:
-        rows = rows[:size]
-        next_cursor = cursor_encode(rows[-1].dead_at.isoformat(), rows[-1].id)
+    letters = dead_letters_matching(criteria=criteria).select_related("tenant", "endpoint")
+    rows, next_cursor = newest_first_page(letters, moment="dead_at", cursor=cursor, size=size)
     return DeadLetterPage(
         rows=rows, next_cursor=next_cursor, waiting=dead_letters_waiting_count(criteria=criteria)
     )
@@ -224,29 +210,17 @@ def endpoint_detail(
     # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
     # PostgreSQL walk index delivery_tenant_created newest first and stop after a page,
     # instead of sorting every delivery of a busy endpoint.
-    deliveries = (
-        Delivery.objects.filter(tenant_id=endpoint.tenant_id, endpoint=endpoint)
-        .select_related("event")
-        .order_by("-created_at", "-id")
-    )
+    deliveries = Delivery.objects.filter(
+        tenant_id=endpoint.tenant_id, endpoint=endpoint
+    ).select_related("event")
     if status:
         deliveries = deliveries.filter(status=status)
     if event_type:
         deliveries = deliveries.filter(event__type=event_type)
-    if cursor:
-        created_text, last_id = cursor_decode(cursor, size=2)
-        created = datetime.fromisoformat(created_text)
-        deliveries = deliveries.filter(created_at__lte=created).filter(
-            Q(created_at__lt=created) | Q(id__lt=last_id)
-        )
-    rows = list(deliveries[: size + 1])
-    next_cursor = None
-    if len(rows) > size:
-        last = rows[size - 1]
-        next_cursor = cursor_encode(last.created_at.isoformat(), last.id)
+    rows, next_cursor = newest_first_page(deliveries, moment="created_at", cursor=cursor, size=size)
     return EndpointDetail(
         endpoint=endpoint,
-        deliveries=rows[:size],
+        deliveries=rows,
         next_cursor=next_cursor,
         waiting_dead_letters=dead_letters_waiting(criteria={"endpoint": endpoint.pk}).count(),
         health={name: getattr(endpoint, name) for name in HEALTH_FIELDS},
