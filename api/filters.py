@@ -9,6 +9,7 @@ limits the API enforces. An empty value is the same as leaving the parameter out
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,17 +67,33 @@ def event_type_filter(name: str, field: str) -> QueryFilter:
     return QueryFilter(name, field, "Only this event type.", pattern=EVENT_TYPE_PATTERN)
 
 
-class QueryFilters(BaseFilterBackend):
+def query_values(request: Request, specs: Sequence[QueryFilter]) -> dict[str, Any]:
+    """The checked value of each filter the request gives, keyed by the filter's `field`."""
+    values = {}
+    for spec in specs:
+        raw = request.query_params.get(spec.name)
+        if raw:
+            values[spec.field] = spec.value(raw)
+    return values
+
+
+class QueryParameters(BaseFilterBackend):
+    """Documents the view's `query_filters`; the view's selector applies them (it reads
+    `query_values`)."""
+
+    def filter_queryset(
+        self, request: Request, queryset: QuerySet[Any], view: Any
+    ) -> QuerySet[Any]:
+        return queryset
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [spec.openapi() for spec in getattr(view, "query_filters", ())]
+
+
+class QueryFilters(QueryParameters):
     """Applies the view's `query_filters`; a bad value is a 400 naming the parameter."""
 
     def filter_queryset(
         self, request: Request, queryset: QuerySet[Any], view: Any
     ) -> QuerySet[Any]:
-        for spec in getattr(view, "query_filters", ()):
-            raw = request.query_params.get(spec.name)
-            if raw:
-                queryset = queryset.filter(**{spec.field: spec.value(raw)})
-        return queryset
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        return [spec.openapi() for spec in getattr(view, "query_filters", ())]
+        return queryset.filter(**query_values(request, getattr(view, "query_filters", ())))

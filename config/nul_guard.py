@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.core.exceptions import BadRequest
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
+
+from api.errors import api_error_response
+from core.exceptions import InvalidInput
 
 NUL = "\x00"
 
@@ -24,18 +27,14 @@ class NulGuardMiddleware:
         api = request.path.startswith("/api/")
         if NUL in request.path:
             if api:
-                return JsonResponse({"message": "Not found."}, status=404)
+                return api_error_response(Http404())
             raise Http404("No such page.")
         if "%00" in request.META.get("QUERY_STRING", ""):
             name = _parameter_with_nul(request)
             if name is not None:
                 detail = "Contains a NUL character."
                 if api:
-                    body = {
-                        "message": f"Invalid input: {name}: {detail}",
-                        "errors": {name: [detail]},
-                    }
-                    return JsonResponse(body, status=400)
+                    return api_error_response(InvalidInput(name, detail))
                 raise BadRequest(f"{name}: {detail}")
         return self.get_response(request)
 

@@ -8,23 +8,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from console.charts import Chart, attempts_chart
-from console.paging import cursor_decode, cursor_encode
+from console.paging import cursor_decode, cursor_encode, newest_first_page
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
-from dlq.selectors import Criteria, dead_letters_matching, dead_letters_waiting
+from dlq.selectors import (
+    Criteria,
+    dead_letters_matching,
+    dead_letters_waiting,
+    queue_gauges_bounded,
+)
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.scope import Scope
 
 PAGE_SIZE = 50
 CHART_HOURS = 6
-# Below this many rows an exact count is cheap; above it the dashboard reads the
-# planner's statistics (refreshed by the scheduler's ANALYZE) instead of scanning.
-EXACT_COUNT_BELOW = 20_000
 FAILING_WINDOW = timedelta(hours=24)
 
 
@@ -44,28 +45,6 @@ class Dashboard:
     oldest_dead_letter: datetime | None
     failing_endpoints: list[dict[str, Any]]
     open_circuits: int  # open or half open (probing)
-
-
-def _status_estimates() -> dict[str, int] | None:
-    """Deliveries by status from pg_class.reltuples times pg_stats frequencies, or None
-    when the table is small enough (or unanalysed) to count exactly."""
-    if connection.vendor != "postgresql":
-        return None
-    table = Delivery._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [table])
-        row = cursor.fetchone()
-        if not row or row[0] < EXACT_COUNT_BELOW:
-            return None
-        cursor.execute(
-            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
-            "WHERE tablename = %s AND attname = 'status'",
-            [table],
-        )
-        stats = cursor.fetchone()
-    if not stats or not stats[0]:
-        return None
-    return {value: round(freq * row[0]) for value, freq in zip(stats[0], stats[1], strict=False)}
 
 
 def _success_rate(since: datetime) -> tuple[float | None, int]:
@@ -99,13 +78,8 @@ def _failing_endpoints(now: datetime, limit: int = 5) -> list[dict[str, Any]]:
 
 def dashboard_read() -> Dashboard:
     now = timezone.now()
-    estimates = _status_estimates()
-    by_status = {status: 0 for status in Delivery.Status.values}
-    if estimates is None:
-        for row in Delivery.objects.values("status").annotate(n=Count("id")).order_by():
-            by_status[row["status"]] = row["n"]
-    else:
-        by_status.update({k: v for k, v in estimates.items() if k in by_status})
+    # The queue's figures as /metrics reads them: bounded in cost however big the tables.
+    gauges = queue_gauges_bounded()
     rate_hour, attempts_hour = _success_rate(now - timedelta(hours=1))
     rate_day, attempts_day = _success_rate(now - timedelta(days=1))
     start = (
@@ -115,21 +89,18 @@ def dashboard_read() -> Dashboard:
         (row.minute, row.outcome): row.count
         for row in AttemptMinute.objects.filter(minute__gte=start)
     }
-    queue = DeadLetter.objects.filter(replayed_at__isnull=True, discarded_at__isnull=True)
-    waiting = queue.aggregate(n=Count("id"), oldest=Min("dead_at"))
     return Dashboard(
-        deliveries_by_status=by_status,
-        statuses_estimated=estimates is not None,
+        deliveries_by_status=gauges.deliveries_by_status,
+        statuses_estimated=gauges.statuses_estimated,
         success_rate_hour=rate_hour,
         success_rate_day=rate_day,
         attempts_hour=attempts_hour,
         attempts_day=attempts_day,
         chart=attempts_chart(counts=counts, start=start, minutes=CHART_HOURS * 60),
-        dead_letters_waiting=waiting["n"],
-        oldest_dead_letter=waiting["oldest"],
+        dead_letters_waiting=gauges.dead_letters_waiting,
+        oldest_dead_letter=gauges.oldest_dead_letter_at,
         failing_endpoints=_failing_endpoints(now),
-        # Index endpoint_circuit (partial on circuit_state != closed) answers this.
-        open_circuits=Endpoint.objects.filter(circuit_state__in=["open", "half_open"]).count(),
+        open_circuits=gauges.open_circuits,
     )
 
 
@@ -155,22 +126,8 @@ def dead_letter_page(
     *, criteria: Criteria, cursor: str = "", size: int = PAGE_SIZE
 ) -> DeadLetterPage:
     """Newest first, keyset on (dead_at, id): deep pages cost what the first one does."""
-    letters = (
-        dead_letters_matching(criteria=criteria)
-        .select_related("tenant", "endpoint")
-        .order_by("-dead_at", "-id")
-    )
-    if cursor:
-        dead_at_text, last_id = cursor_decode(cursor, size=2)
-        dead_at = datetime.fromisoformat(dead_at_text)
-        letters = letters.filter(dead_at__lte=dead_at).filter(
-            Q(dead_at__lt=dead_at) | Q(id__lt=last_id)
-        )
-    rows = list(letters[: size + 1])
-    next_cursor = None
-    if len(rows) > size:
-        rows = rows[:size]
-        next_cursor = cursor_encode(rows[-1].dead_at.isoformat(), rows[-1].id)
+    letters = dead_letters_matching(criteria=criteria).select_related("tenant", "endpoint")
+    rows, next_cursor = newest_first_page(letters, moment="dead_at", cursor=cursor, size=size)
     return DeadLetterPage(
         rows=rows, next_cursor=next_cursor, waiting=dead_letters_waiting_count(criteria=criteria)
     )
@@ -253,33 +210,19 @@ def endpoint_detail(
     # Newest first, keyset on (created_at, id). The tenant filter is redundant but lets
     # PostgreSQL walk index delivery_tenant_created newest first and stop after a page,
     # instead of sorting every delivery of a busy endpoint.
-    deliveries = (
-        Delivery.objects.filter(tenant_id=endpoint.tenant_id, endpoint=endpoint)
-        .select_related("event")
-        .order_by("-created_at", "-id")
-    )
+    deliveries = Delivery.objects.filter(
+        tenant_id=endpoint.tenant_id, endpoint=endpoint
+    ).select_related("event")
     if status:
         deliveries = deliveries.filter(status=status)
     if event_type:
         deliveries = deliveries.filter(event__type=event_type)
-    if cursor:
-        created_text, last_id = cursor_decode(cursor, size=2)
-        created = datetime.fromisoformat(created_text)
-        deliveries = deliveries.filter(created_at__lte=created).filter(
-            Q(created_at__lt=created) | Q(id__lt=last_id)
-        )
-    rows = list(deliveries[: size + 1])
-    next_cursor = None
-    if len(rows) > size:
-        last = rows[size - 1]
-        next_cursor = cursor_encode(last.created_at.isoformat(), last.id)
+    rows, next_cursor = newest_first_page(deliveries, moment="created_at", cursor=cursor, size=size)
     return EndpointDetail(
         endpoint=endpoint,
-        deliveries=rows[:size],
+        deliveries=rows,
         next_cursor=next_cursor,
-        waiting_dead_letters=DeadLetter.objects.filter(
-            endpoint=endpoint, replayed_at__isnull=True, discarded_at__isnull=True
-        ).count(),
+        waiting_dead_letters=dead_letters_waiting(criteria={"endpoint": endpoint.pk}).count(),
         health={name: getattr(endpoint, name) for name in HEALTH_FIELDS},
         last_sequence=SequenceCounter.objects.filter(endpoint=endpoint)
         .values_list("last", flat=True)

@@ -1,14 +1,21 @@
-"""Domain errors; the API's exception handler turns each into a JSON answer."""
+"""Domain errors; api.errors turns each into the API's JSON answer."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class HomingError(Exception):
     status_code = 400
+    retry_after: int | None = None  # whole seconds: the answer's `Retry-After` header
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def details(self) -> dict[str, Any]:
+        """What the answer's body carries besides `message`."""
+        return {}
 
 
 class PayloadTooLarge(HomingError):
@@ -42,6 +49,9 @@ class InvalidInput(HomingError):
         self.field = field
         self.detail = message
 
+    def details(self) -> dict[str, Any]:
+        return {"errors": {self.field: [self.detail]}}
+
 
 class Throttled(HomingError):
     """A 429: the tenant is over one of its backpressure limits; nothing was written.
@@ -56,3 +66,6 @@ class Throttled(HomingError):
         super().__init__(message)
         self.code = code
         self.retry_after = retry_after
+
+    def details(self) -> dict[str, Any]:
+        return {"code": self.code}

@@ -4,24 +4,18 @@ from django.db import models
 from django.db.models import Q
 
 from core.ids import id_field
+from deliveries.statuses import UNFINISHED, DeliveryStatus
 from webhooks.models import Endpoint, Event, Tenant
 
 # Pending deliveries, as the index `delivery_due_by_time` (time order, all endpoints)
 # knows them: a filter on this lets a query walk it (see that index's comment).
-PENDING_IN_TIME_ORDER = Q(status="pending", attempt_count__gte=0)
+PENDING_IN_TIME_ORDER = Q(status=DeliveryStatus.PENDING, attempt_count__gte=0)
 
 
 class Delivery(models.Model):
     """One event on its way to one endpoint; the database is its queue."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"  # waiting for next_attempt_at
-        # Waiting for `blocked_by`, the earlier delivery of its ordering key, to finish:
-        # outside every due index, spending nothing. The API shows it as pending.
-        HELD = "held"
-        DELIVERING = "delivering"  # claimed by a worker until lease_expires_at
-        SUCCEEDED = "succeeded"
-        DEAD = "dead"  # in the dead-letter queue
+    Status = DeliveryStatus  # deliveries/statuses.py: every app may import it
 
     id = id_field("dlv")
     # No index of their own on `tenant` and `endpoint`: `delivery_tenant_created` and
@@ -72,25 +66,25 @@ class Delivery(models.Model):
             models.Index(
                 fields=["endpoint", "next_attempt_at"],
                 name="delivery_endpoint_due",
-                condition=Q(status="pending"),
+                condition=Q(status=DeliveryStatus.PENDING),
             ),
             # The scheduler's lease sweep: deliveries whose worker died mid-attempt.
             models.Index(
                 fields=["lease_expires_at"],
                 name="delivery_lease",
-                condition=Q(status="delivering"),
+                condition=Q(status=DeliveryStatus.DELIVERING),
             ),
             # Ordering: the last unfinished delivery of a key at an endpoint (the one a new
             # delivery of the key waits for), and the delivery waiting for a finished one.
             models.Index(
                 fields=["endpoint", "ordering_key", "-sequence"],
                 name="delivery_ordering_line",
-                condition=Q(
-                    ordering_key__isnull=False, status__in=["pending", "held", "delivering"]
-                ),
+                condition=Q(ordering_key__isnull=False, status__in=list(UNFINISHED)),
             ),
             models.Index(
-                fields=["blocked_by"], name="delivery_blocked_by", condition=Q(status="held")
+                fields=["blocked_by"],
+                name="delivery_blocked_by",
+                condition=Q(status=DeliveryStatus.HELD),
             ),
             # GET /deliveries newest first, optionally ?status=.
             models.Index(fields=["tenant", "-created_at"], name="delivery_tenant_created"),
@@ -102,15 +96,15 @@ class Delivery(models.Model):
                 fields=["endpoint", "sequence"], name="delivery_endpoint_sequence"
             ),
             models.CheckConstraint(
-                condition=~Q(status="pending") | Q(next_attempt_at__isnull=False),
+                condition=~Q(status=DeliveryStatus.PENDING) | Q(next_attempt_at__isnull=False),
                 name="delivery_pending_is_scheduled",
             ),
             models.CheckConstraint(
-                condition=~Q(status="delivering") | Q(lease_expires_at__isnull=False),
+                condition=~Q(status=DeliveryStatus.DELIVERING) | Q(lease_expires_at__isnull=False),
                 name="delivery_delivering_has_lease",
             ),
             models.CheckConstraint(
-                condition=~Q(status="held") | Q(blocked_by__isnull=False),
+                condition=~Q(status=DeliveryStatus.HELD) | Q(blocked_by__isnull=False),
                 name="delivery_held_is_blocked",
             ),
         ]

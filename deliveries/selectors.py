@@ -34,6 +34,9 @@ class FeedExpired(HomingError):
         )
         self.oldest_sequence = oldest_sequence
 
+    def details(self) -> dict[str, Any]:
+        return {"oldest_sequence": self.oldest_sequence}
+
 
 @dataclass(frozen=True, slots=True)
 class FeedPage:

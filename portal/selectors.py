@@ -12,7 +12,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from deliveries.models import Delivery
-from dlq.models import DeadLetter
+from dlq.selectors import dead_letters_waiting
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
 
@@ -46,9 +46,8 @@ def endpoints_with_health(*, scope: Scope) -> list[EndpointHealth]:
         finished[row["endpoint_id"]][row["status"]] = row["n"]
     waiting = dict(
         # Index deadletter_waiting_endpoint (partial): each endpoint's waiting letters.
-        DeadLetter.objects.filter(
-            endpoint_id__in=ids, replayed_at__isnull=True, discarded_at__isnull=True
-        )
+        dead_letters_waiting(criteria={"tenant": scope.tenant_id})
+        .filter(endpoint_id__in=ids)
         .values_list("endpoint_id")
         .annotate(n=Count("id"))
         .order_by()

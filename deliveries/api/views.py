@@ -16,7 +16,7 @@ from deliveries.api.serializers import (
     FeedQuerySerializer,
 )
 from deliveries.models import Delivery
-from deliveries.selectors import FeedExpired, endpoint_messages
+from deliveries.selectors import endpoint_messages
 from deliveries.services.lifecycle import delivery_retry_now
 from deliveries.statuses import public_status
 from webhooks.models import Endpoint
@@ -86,9 +86,5 @@ class EndpointMessages(TenantScoped, generics.GenericAPIView):
         endpoint = self.get_object()
         query = FeedQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        try:
-            page = endpoint_messages(endpoint=endpoint, **query.validated_data)
-        except FeedExpired as expired:
-            body = {"message": expired.message, "oldest_sequence": expired.oldest_sequence}
-            return Response(body, status=expired.status_code)
+        page = endpoint_messages(endpoint=endpoint, **query.validated_data)  # or FeedExpired: 410
         return Response(FeedPageSerializer(page).data)

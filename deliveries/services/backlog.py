@@ -9,8 +9,7 @@ never touches other tenants' rows.
 from __future__ import annotations
 
 from deliveries.models import Delivery
-
-UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.HELD, Delivery.Status.DELIVERING)
+from deliveries.statuses import UNFINISHED
 
 
 def tenant_unfinished_count(*, tenant_id: str, most: int) -> int:

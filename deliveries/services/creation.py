@@ -114,7 +114,7 @@ def deliveries_insert_ctes(
         "WITH ORDINALITY AS d(id, event_id, endpoint_id, n)), "
         f"sequences AS ({counters_upsert_sql('new_rows')}), new_deliveries AS ("
         f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "
-        "SELECT d.id, %s, d.event_id, d.endpoint_id, 'pending', 0, 0, %s, NULL, '', %s, %s, "
+        "SELECT d.id, %s, d.event_id, d.endpoint_id, %s, 0, 0, %s, NULL, '', %s, %s, "
         "s.last - count(*) OVER (PARTITION BY d.endpoint_id) "
         "+ row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.n), NULL, NULL, NULL "
         "FROM new_rows AS d JOIN sequences s USING (endpoint_id))"
@@ -124,6 +124,7 @@ def deliveries_insert_ctes(
         [d.event_id for d in deliveries],
         [d.endpoint_id for d in deliveries],
         tenant_id,
+        Delivery.Status.PENDING.value,
         now,
         now,
         now,

@@ -148,6 +148,8 @@ def endpoint_backlogs_waiting() -> list[str]:
         ]
     )
     table, endpoints = Delivery._meta.db_table, Endpoint._meta.db_table
+    # 'pending' (Delivery.Status.PENDING) is a literal so that the planner matches the
+    # partial index delivery_endpoint_due's predicate, as a bound parameter may not.
     if connection.vendor == "postgresql":
         sql = f"""
             WITH RECURSIVE pending(endpoint_id) AS (

@@ -25,11 +25,12 @@ from django.db import connection
 from core.durations import duration_text
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
-
-UNFINISHED = [Delivery.Status.PENDING, Delivery.Status.HELD, Delivery.Status.DELIVERING]
+from deliveries.statuses import UNFINISHED
 
 # The last unfinished delivery of each (endpoint, key), locked until the caller's
-# transaction ends (index delivery_ordering_line, one probe per pair).
+# transaction ends (index delivery_ordering_line, one probe per pair). The statuses are
+# UNFINISHED written as SQL literals: the planner matches them to the partial index's
+# predicate, which a bound parameter in a generic plan would not.
 LINE_ENDS = """
     SELECT line.endpoint_id, line.ordering_key, last.id
     FROM unnest(%s::text[], %s::text[]) AS line(endpoint_id, ordering_key)

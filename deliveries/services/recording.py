@@ -371,12 +371,12 @@ def _apply_states_at_once(
             updated_at = %s
         FROM (VALUES {", ".join(rows)})
             AS v(id, claimed_count, status, delay, last_error, new_count)
-        WHERE d.id = v.id AND d.status = 'delivering' AND d.attempt_count = v.claimed_count
+        WHERE d.id = v.id AND d.status = %s AND d.attempt_count = v.claimed_count
             {expired}
         RETURNING d.id
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [now, *params])
+        cursor.execute(sql, [now, *params, Delivery.Status.DELIVERING.value])
         return {row[0] for row in cursor.fetchall()}
 
 

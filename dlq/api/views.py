@@ -8,7 +8,7 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.filters import QueryFilter, QueryFilters, event_type_filter, id_filter
+from api.filters import QueryFilter, QueryParameters, event_type_filter, id_filter, query_values
 from api.pagination import NewestFirstPagination
 from api.schema import errors
 from api.scoping import TenantScoped
@@ -20,7 +20,7 @@ from dlq.api.serializers import (
     ReplayedSerializer,
 )
 from dlq.models import DeadLetter
-from dlq.selectors import dead_letters_in_queue
+from dlq.selectors import dead_letters_in_queue, dead_letters_matching
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover, replay_job_create
@@ -31,8 +31,8 @@ class DeadLetterPagination(NewestFirstPagination):
     ordering = "-dead_at"
 
 
-# `?replayed=true` keeps the replayed ones: those whose `replayed_at` is not null.
-REPLAYED_AT_ISNULL = {"true": False, "1": False, "false": True, "0": True}
+# `?replayed=true` keeps the replayed ones (dlq.selectors.Criteria's `replayed`).
+REPLAYED = {"true": True, "1": True, "false": False, "0": False}
 
 
 class InQueue(TenantScoped):
@@ -42,21 +42,27 @@ class InQueue(TenantScoped):
         return self.request.auth.narrow(dead_letters_in_queue())
 
 
-class DeadLetterList(InQueue, generics.ListAPIView):
+class DeadLetterList(TenantScoped, generics.ListAPIView):
     serializer_class = DeadLetterSerializer
     consumer_allowed = True
     pagination_class = DeadLetterPagination
-    filter_backends = [QueryFilters]
+    filter_backends = [QueryParameters]
+    # Each filter's `field` is its key in dlq.selectors.Criteria: the selector the
+    # console and bulk replay ask applies them.
     query_filters = [
-        id_filter("endpoint", "endpoint_id", "endpoint"),
+        id_filter("endpoint", "endpoint", "endpoint"),
         event_type_filter("event_type", "event_type"),
         QueryFilter(
             "replayed",
-            "replayed_at__isnull",
+            "replayed",
             "Only replayed ones (true) or only those still waiting (false).",
-            choices=REPLAYED_AT_ISNULL,
+            choices=REPLAYED,
         ),
     ]
+
+    def get_queryset(self) -> QuerySet[DeadLetter]:
+        criteria = query_values(self.request, self.query_filters)
+        return dead_letters_matching(criteria=self.request.auth.criteria(**criteria))
 
 
 class DeadLetterDetail(InQueue, generics.GenericAPIView):

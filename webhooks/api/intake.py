@@ -21,10 +21,10 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from rest_framework.renderers import JSONRenderer
 
-from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
-from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge, Throttled
+from api.authentication import ApiKeyRefused, tenant_from_authorization
+from api.errors import api_error_response, render_json
+from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
 from deliveries.statuses import public_status
 from webhooks.models import Tenant
 from webhooks.services.backpressure import intake_admit, intake_admitted
@@ -118,7 +118,7 @@ def _accept(
             # the place is given back, whether that answered 202 or an error.
             return _parse_and_ingest(tenant, key, body, validate=validate, shape=shape)
     except (ApiKeyRefused, HomingError) as exc:
-        return _error(exc)
+        return api_error_response(exc)
 
 
 def _parse_and_ingest(
@@ -138,31 +138,11 @@ def _parse_and_ingest(
         def produce() -> tuple[int, bytes]:
             events = events_ingest(tenant=tenant, inputs=inputs)
             intake_admitted(tenant=tenant, deliveries=sum(len(e.deliveries) for e in events))
-            return 202, render(shape(events))
+            return 202, render_json(shape(events))
 
         return _answer(tenant, key=key, payload=payload, produce=produce)
     except HomingError as exc:
-        return _error(exc)
-
-
-def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
-    if isinstance(exc, ApiKeyRefused):
-        response = _json({"message": str(exc)}, 401)
-        response["WWW-Authenticate"] = KEYWORD
-        return response
-    if isinstance(exc, InvalidInput):
-        return _json({"message": exc.message, "errors": {exc.field: [exc.detail]}}, 400)
-    if isinstance(exc, Throttled):
-        response = _json({"message": exc.message, "code": exc.code}, 429)
-        response["Retry-After"] = str(exc.retry_after)
-        # Not a warning line per refused request (django.request logs every 4xx): a
-        # throttled flood would become a flood of logs. The access log still has them.
-        response._has_been_logged = True  # type: ignore[attr-defined]
-        return response
-    response = _json({"message": exc.message}, exc.status_code)
-    if isinstance(exc, Busy):
-        response["Retry-After"] = str(exc.retry_after)
-    return response
+        return api_error_response(exc)
 
 
 def _idempotency_key(request: HttpRequest) -> str | None:
@@ -234,15 +214,3 @@ def event_accepted(event: IngestedEvent) -> dict[str, Any]:
 def _iso(moment: datetime) -> str:
     text = moment.astimezone(UTC).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
-_renderer = JSONRenderer()
-
-
-def render(body: dict[str, Any]) -> bytes:
-    """JSON as the DRF views render it (compact, UTF-8, U+2028/9 escaped)."""
-    return _renderer.render(body)
-
-
-def _json(body: dict[str, Any], status: int) -> HttpResponse:
-    return HttpResponse(render(body), status=status, content_type="application/json")
