@@ -23,7 +23,8 @@ class ErrorSerializer(serializers.Serializer):
     """Every error body: a human-readable message; invalid input also names the fields."""
 
     message = serializers.CharField()
-    errors = serializers.DictField(
+    # A declared field: DRF's metaclass takes it off the class, so `Serializer.errors` stays.
+    errors = serializers.DictField(  # type: ignore[assignment]
         required=False, help_text="Invalid input: each field at fault, with what is wrong."
     )
 

@@ -2,9 +2,10 @@
 
 from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db import migrations
+from django.db.migrations.operations.base import Operation
 
 
-class _ConcurrentlyOnPostgres:
+class _ConcurrentlyOnPostgres(Operation):
     """CONCURRENTLY on PostgreSQL: no write lock on a live table. SQLite (the embedded
     set-up) has no such thing and needs none: there the plain operation runs."""
 

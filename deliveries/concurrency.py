@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 from django.conf import settings
@@ -278,7 +278,7 @@ def ramp_grow(*, endpoint_ids: list[str]) -> None:
     _ramp(grow)
 
 
-def _ramp(action) -> None:  # type: ignore[no-untyped-def]
+def _ramp(action: Callable[[redis.Redis], object]) -> None:
     try:
         action(redis_client())
     except (redis.RedisError, OSError):

@@ -50,7 +50,7 @@ def portal_headers(response: HttpResponse) -> HttpResponse:
     response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Cache-Control"] = "no-store"  # pages show an owner's data and secrets
     if embeddable():
-        response.xframe_options_exempt = True  # type: ignore[attr-defined]  # CSP decides
+        response.xframe_options_exempt = True  # CSP decides
     return response
 
 

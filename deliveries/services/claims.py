@@ -262,7 +262,7 @@ def _claim(
             "statement_timestamp() + make_interval(secs => %s)",
         )
         stamps: list[Any] = []
-        lease = [lease_seconds]
+        lease: list[Any] = [lease_seconds]
     else:
         current = timezone.now()
         now, lease_until = "%s", "%s"

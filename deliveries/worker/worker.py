@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -145,7 +146,7 @@ class Worker:
         self._closing = threading.Event()  # the releases thread ends (after the drain)
         # Every thread is started by start() and stopped by close() (DESIGN.md 17).
         self._threads: dict[str, threading.Thread] = {}
-        self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+        self._gatherers: list[Gatherer[Any]] = []  # of any item type
         self._claims_heartbeat = Heartbeat()
         self._releases_heartbeat = Heartbeat()
         self.supervisor: Supervisor | None = None

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from api.filters import QueryFilter, QueryFilters, event_type_filter, id_filter
 from api.pagination import NewestFirstPagination
 from api.schema import errors
-from api.scoping import TenantScoped
+from api.scoping import TenantScoped, scope_of
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -39,7 +39,7 @@ class InQueue(TenantScoped):
     """The caller's dead letters that were not discarded."""
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
-        return self.request.auth.narrow(dead_letters_in_queue())
+        return scope_of(self.request).narrow(dead_letters_in_queue())
 
 
 class DeadLetterList(InQueue, generics.ListAPIView):
@@ -91,7 +91,7 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
 def _criteria(request: Request) -> dict[str, Any]:
     selection = BulkSelectionSerializer(data=request.data)
     selection.is_valid(raise_exception=True)
-    return request.auth.criteria(**selection.validated_data)
+    return scope_of(request).criteria(**selection.validated_data)
 
 
 class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
@@ -128,6 +128,6 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
         window = RecoverSerializer(data=request.data)
         window.is_valid(raise_exception=True)
         job = endpoint_recover(
-            endpoint=endpoint, criteria=request.auth.criteria(), **window.validated_data
+            endpoint=endpoint, criteria=scope_of(request).criteria(), **window.validated_data
         )
         return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)
