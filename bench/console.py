@@ -45,9 +45,9 @@ def console_pages_bench(*, dead_letters: int, attempts: int, rounds: int) -> lis
 
     # A page deep in the queue: the keyset makes it cost what the first one does.
     deep = DeadLetter.objects.order_by("-dead_at", "-id")[dead_letters // 2]
-    dead_delivery = Delivery.objects.filter(status="dead").order_by("-created_at").first()
-    busiest = Endpoint.objects.order_by("id").first()
-    tenant = Tenant.objects.order_by("id").first()
+    dead_delivery = Delivery.objects.filter(status="dead").order_by("-created_at")[0]
+    busiest = Endpoint.objects.order_by("id")[0]
+    tenant = Tenant.objects.order_by("id")[0]
     pages = {
         "dashboard /": "/",
         "dead letters": "/dead-letters/",
@@ -80,8 +80,7 @@ def portal_pages_bench(*, rounds: int) -> list[tuple]:
     busiest = (
         Delivery.objects.values("endpoint__owner", "tenant_id")
         .annotate(n=Count("id"))
-        .order_by("-n")
-        .first()
+        .order_by("-n")[0]
     )
     owner, tenant = busiest["endpoint__owner"], Tenant.objects.get(pk=busiest["tenant_id"])
     print(f"portal: owner {owner!r} of {tenant.name} has {busiest['n']} deliveries")
@@ -89,11 +88,11 @@ def portal_pages_bench(*, rounds: int) -> list[tuple]:
     _, cookie = portal_session_exchange(link_token=link)
     client = Client()
     client.cookies[COOKIE_NAME] = cookie
-    endpoint = Endpoint.objects.filter(tenant=tenant, owner=owner).order_by("id").first()
+    endpoint = Endpoint.objects.filter(tenant=tenant, owner=owner).order_by("id")[0]
     deep = Delivery.objects.filter(endpoint=endpoint).order_by("-created_at", "-id")[
         Delivery.objects.filter(endpoint=endpoint).count() // 2
     ]
-    letter = DeadLetter.objects.filter(endpoint=endpoint).order_by("-dead_at").first()
+    letter = DeadLetter.objects.filter(endpoint=endpoint).order_by("-dead_at")[0]
     pages = {
         "portal endpoints": "/portal/endpoints/",
         "portal endpoint": f"/portal/endpoints/{endpoint.id}/",

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.process import BaseProcess
 
 HOST = "127.0.0.1"
 PATH = "/hooks/bench"
@@ -89,7 +90,7 @@ def _serve(sock: socket.socket) -> None:
     asyncio.run(main())
 
 
-def start_receiver() -> tuple[multiprocessing.Process, int]:
+def start_receiver() -> tuple[BaseProcess, int]:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, 0))

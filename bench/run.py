@@ -28,7 +28,9 @@ from bench.steps_ordering import OrderingSteps
 from bench.steps_web import WebSteps
 
 
-class Bench(Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, OrderingSteps):
+# For the type checker each step mixin stands on what it calls (a Measure over the Stack, or
+# another step), so they come in that order; at run time they are plain mixins.
+class Bench(HeadlineSteps, DeliverySteps, WebSteps, FlowSteps, OrderingSteps, Measure, Stack):
     # --- the run -----------------------------------------------------------------------
 
     def run(self) -> None:

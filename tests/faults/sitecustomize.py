@@ -57,9 +57,12 @@ def _break(worker) -> None:
         worker_module.endpoint_deactivate = _raise
         worker._park_later("ep_none", "injected")
     elif FAULT in ("publisher", "counters"):
-        gatherer = queue.publisher if FAULT == "publisher" else counters.gatherer
-        gatherer._handle = _raise
-        gatherer.put([] if FAULT == "publisher" else ("injected", 0))
+        if FAULT == "publisher":
+            queue.publisher._handle = _raise
+            queue.publisher.put([])
+        else:
+            counters.gatherer._handle = _raise
+            counters.gatherer.put(("injected", 0))
     else:
         raise ValueError(f"unknown fault {FAULT!r}")
 
