@@ -20,6 +20,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.test import Client
 
 PAGES_TARGET_MS = 300  # CONTRACT section 7: every page under 300 ms p99
 
@@ -107,14 +111,14 @@ def portal_pages_bench(*, rounds: int) -> list[tuple]:
     return _time_pages(client, pages, rounds)
 
 
-def _time_pages(client: object, pages: dict[str, str], rounds: int) -> list[tuple]:
+def _time_pages(client: Client, pages: dict[str, str], rounds: int) -> list[tuple]:
     rows = []
     for name, path in pages.items():
-        client.get(path)  # type: ignore[attr-defined]  # warm caches and connections
+        client.get(path)  # warm caches and connections
         timings = []
         for _ in range(rounds):
             started = time.perf_counter()
-            response = client.get(path)  # type: ignore[attr-defined]  # Django's test Client
+            response = client.get(path)
             timings.append((time.perf_counter() - started) * 1000)
             if response.status_code != 200:
                 raise RuntimeError(f"{path} answered {response.status_code}")

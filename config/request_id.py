@@ -33,7 +33,6 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         rid = _request_id_from(request)
-        request.request_id = rid  # type: ignore[attr-defined]
         token = request_id.set(rid)
         try:
             response = self.get_response(request)

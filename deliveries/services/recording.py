@@ -180,7 +180,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
         Attempt.objects.bulk_create(attempts, ignore_conflicts=expired_only)
         if dead:
             dead_letters_create(
-                deliveries=[d for d, _ in dead],  # type: ignore[misc]
+                deliveries=[d for d, _ in dead],
                 reasons=[r for _, r in dead],
                 dead_at=now,
             )

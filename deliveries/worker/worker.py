@@ -183,7 +183,7 @@ class Worker:
             Watched("parker", lambda: self._threads["homing-parker"]),
         ]
         for gatherer in self._gatherers:
-            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]
+            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]  # a default arg
         return threads
 
     def wake(self) -> None:

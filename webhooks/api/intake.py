@@ -54,7 +54,7 @@ def post_without_drf(
 ) -> Callable[..., HttpResponse]:
     """`drf_view` with its POST served by `handler`; what DRF set on it (`cls` for the
     schema, `csrf_exempt`) is kept."""
-    instance = drf_view.cls(**drf_view.initkwargs)  # type: ignore[attr-defined]
+    instance = drf_view.cls(**drf_view.initkwargs)  # type: ignore[attr-defined]  # set by as_view()
     if hasattr(instance, "get") and not hasattr(instance, "head"):
         instance.head = instance.get  # as View.setup() does for each request
     allowed = ", ".join(instance.allowed_methods)
@@ -157,7 +157,7 @@ def _error(exc: ApiKeyRefused | HomingError) -> HttpResponse:
         response["Retry-After"] = str(exc.retry_after)
         # Not a warning line per refused request (django.request logs every 4xx): a
         # throttled flood would become a flood of logs. The access log still has them.
-        response._has_been_logged = True  # type: ignore[attr-defined]
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag
         return response
     response = _json({"message": exc.message}, exc.status_code)
     if isinstance(exc, Busy):
