@@ -58,7 +58,9 @@ NOTICES = {
 }
 
 
-def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200):
+def _page(
+    request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
+) -> HttpResponse:
     notice = NOTICES.get(request.GET.get("notice", ""))
     return render(
         request,
