@@ -183,7 +183,7 @@ class Worker:
             Watched("parker", lambda: self._threads["homing-parker"]),
         ]
         for gatherer in self._gatherers:
-            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]  # a default arg
+            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]  # a lambda's default
         return threads
 
     def wake(self) -> None:
