@@ -24,9 +24,11 @@ test: venv
 bench: venv
 	@$(PY) -m bench.run $(ARGS)
 
+# ruff (lint + format) and mypy with the Django and DRF stubs (configured in pyproject.toml).
 lint: venv
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) var staticfiles

@@ -70,8 +70,8 @@ def _drf_error(exc: exceptions.APIException) -> ApiError:
             "errors": detail if isinstance(detail, dict) else {"non_field_errors": detail},
         }
         return ApiError(exc.status_code, body, headers)
-    detail = exc.detail.get("detail", exc.detail) if isinstance(exc.detail, dict) else exc.detail
-    return ApiError(exc.status_code, {"message": str(detail)}, headers)
+    said = exc.detail.get("detail", exc.detail) if isinstance(exc.detail, dict) else exc.detail
+    return ApiError(exc.status_code, {"message": str(said)}, headers)
 
 
 def _first_message(detail: Any) -> str:

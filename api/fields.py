@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from django_stubs_ext import StrOrPromise
 from rest_framework import serializers
 
 
@@ -13,25 +14,27 @@ class BlankAsNullField(serializers.CharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(read_only=True, allow_null=True, **kwargs)
 
-    def to_representation(self, value: str) -> str | None:
+    def to_representation(self, value: str) -> str | None:  # type: ignore[override]  # None is the point
         return value or None
 
 
-class StrictJsonTypeMixin:
+class StrictJsonTypeMixin(serializers.Field):
     """Takes only the JSON type the schema states: DRF's fields also take `"5"` for 5,
     `"yes"` for true and 5 for "5", so a request the schema calls invalid was accepted."""
 
     json_types: tuple[type, ...] = ()
-    default_error_messages = {"json_type": "Must be a JSON {name}."}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
+        "json_type": "Must be a JSON {name}."
+    }
     json_name = ""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, bool) is not (bool in self.json_types) or not isinstance(
             data, self.json_types
         ):
-            # A mixin: `fail` and the next to_internal_value are the DRF field's it precedes.
-            self.fail("json_type", name=self.json_name)  # type: ignore[attr-defined]
-        return super().to_internal_value(data)  # type: ignore[misc]  # the field's, see above
+            self.fail("json_type", name=self.json_name)
+        # Placed before a DRF field: this is that field's own conversion.
+        return super().to_internal_value(data)
 
 
 class StrictCharField(StrictJsonTypeMixin, serializers.CharField):

@@ -8,19 +8,21 @@ representation: JSON on every API route (the schema route keeps YAML and JSON).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from django.http import Http404
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 
 
 class FirstRendererFallback(DefaultContentNegotiation):
     def select_renderer(
-        self, request: Request, renderers: list[Any], format_suffix: str | None = None
-    ) -> tuple[Any, str]:
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        offered = list(renderers)  # DRF passes a list already; the fallback takes its first
         try:
-            return super().select_renderer(request, renderers, format_suffix)
+            return super().select_renderer(request, offered, format_suffix)
         except (NotAcceptable, Http404):  # Http404: an unknown `?format=`
-            return renderers[0], renderers[0].media_type
+            return offered[0], offered[0].media_type

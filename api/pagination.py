@@ -74,7 +74,8 @@ class NewestFirstPagination(BasePagination):
         only the rows that fit are loaded."""
         weighed = items.annotate(_bytes=Length(Cast(weight_field, TextField())))
         rows = list(weighed.values_list("id", field, "_bytes")[: size + 1])
-        kept, total = [], 0
+        kept: list[tuple[Any, Any]] = []  # (id, position)
+        total = 0
         for row_id, time, row_bytes in rows[:size]:
             total += row_bytes or 0
             if kept and total > MAX_PAGE_BYTES:

@@ -23,7 +23,8 @@ class ErrorSerializer(serializers.Serializer):
     """Every error body: a human-readable message; invalid input also names the fields."""
 
     message = serializers.CharField()
-    errors = serializers.DictField(
+    # A declared field: DRF's metaclass takes it off the class, so `Serializer.errors` stays.
+    errors = serializers.DictField(  # type: ignore[assignment]  # not Serializer.errors
         required=False, help_text="Invalid input: each field at fault, with what is wrong."
     )
 
@@ -93,7 +94,7 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
 class ApiSchema(AutoSchema):
     """AutoSchema plus the errors every operation of its shape answers."""
 
-    def get_description(self) -> str:  # type: ignore[override]  # stubs: str | None
+    def get_description(self) -> str:  # type: ignore[override]  # drf-spectacular's, not DRF's
         # What the view itself says: a mixin's docstring is not the operation's.
         own = vars(type(self.view)).get("__doc__")
         method = getattr(self.view, self.method.lower(), None)

@@ -51,7 +51,7 @@ def backpressure_bench(*, backlog: int, rounds: int) -> list[tuple[str, float, f
     from django.test import Client
 
     from deliveries.services.backlog import tenant_unfinished_count
-    from webhooks.models import Endpoint
+    from webhooks.models import Endpoint, Tenant
     from webhooks.services import backpressure
     from webhooks.services.endpoints import endpoint_create
     from webhooks.services.tenants import tenant_create
@@ -60,7 +60,7 @@ def backpressure_bench(*, backlog: int, rounds: int) -> list[tuple[str, float, f
     rows = []
     body = '{"type": "order.paid", "data": {"order": 42}}'
 
-    def client_for(name: str) -> tuple[Client, object]:
+    def client_for(name: str) -> tuple[Client, Tenant]:
         tenant, key = tenant_create(name=name)
         endpoint_create(tenant=tenant, url="http://127.0.0.1:9/hook")
         return Client(HTTP_AUTHORIZATION=f"Bearer {key}"), tenant
@@ -151,8 +151,8 @@ def main() -> int:
 
     bindir, redis_binary = ensure_binaries()
     workdir = Path(tempfile.mkdtemp(prefix="homing-bench-backpressure-"))
-    if server_user():
-        shutil.chown(workdir, server_user())
+    if user := server_user():
+        shutil.chown(workdir, user)
     postgres = Postgres(bindir, workdir, server_user())
     redis_server = Redis(redis_binary, workdir)
     postgres.start()

@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.process import BaseProcess
+from typing import cast
 
 HOST = "127.0.0.1"
 PATH = "/hooks/bench"
@@ -59,7 +61,8 @@ class _Receiver(asyncio.Protocol):
     """Just enough HTTP/1.1: header block, Content-Length body, pipelining-safe."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        # A TCP server's connections: their transports write (asyncio types the base).
+        self.transport = cast(asyncio.Transport, transport)
         self.buffer = b""
 
     def data_received(self, data: bytes) -> None:
@@ -77,7 +80,7 @@ class _Receiver(asyncio.Protocol):
             if len(self.buffer) < total:
                 return
             self.buffer = self.buffer[total:]
-            self.transport.write(RESPONSE)  # type: ignore[attr-defined]
+            self.transport.write(RESPONSE)
 
 
 def _serve(sock: socket.socket) -> None:
@@ -89,7 +92,7 @@ def _serve(sock: socket.socket) -> None:
     asyncio.run(main())
 
 
-def start_receiver() -> tuple[multiprocessing.Process, int]:
+def start_receiver() -> tuple[BaseProcess, int]:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, 0))

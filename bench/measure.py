@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 
 from bench import load, procs
 from bench import profile as pyspy
 from bench.stack import BenchError, say
 
+if TYPE_CHECKING:
+    from bench.stack import Stack as _Base  # the mixin's attributes are the Stack's
+else:
+    _Base = object
 
-class Measure:
-    def _check(self, records: list[list[Any]], ids: set[str | None]) -> dict[str, int]:
+
+class Measure(_Base):
+    def _check(self, records: list[list[Any]], ids: AbstractSet[str | None]) -> dict[str, int]:
         counts = Counter(webhook_id for webhook_id, _ in records)
         return {
             "accepted": len(ids),

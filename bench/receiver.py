@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import time
+from typing import cast
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 SAMPLES = 3
@@ -78,7 +79,8 @@ def _control(path: bytes) -> bytes:
 
 class Protocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        # A TCP server's connections: their transports write (asyncio types the base).
+        self.transport = cast(asyncio.Transport, transport)
         self.buffer = b""
 
     def data_received(self, data: bytes) -> None:
@@ -103,7 +105,7 @@ class Protocol(asyncio.Protocol):
             request, self.buffer = self.buffer[:total], self.buffer[total:]
             path = lines[0].split(b" ")[1] if b" " in lines[0] else b"/"
             if path.startswith(b"/_"):
-                self.transport.write(_control(path))  # type: ignore[attr-defined]
+                self.transport.write(_control(path))
                 continue
             if path.startswith(b"/hang"):
                 hung.append(time.monotonic())  # never answered: the sender's timeout ends it
@@ -118,7 +120,7 @@ class Protocol(asyncio.Protocol):
                     name, _, value = line.partition(b":")
                     headers[name.strip().decode().lower()] = value.strip().decode()
                 samples.append({"headers": headers, "body": request[end + 4 :].decode()})
-            self.transport.write(OK)  # type: ignore[attr-defined]
+            self.transport.write(OK)
 
     def _answer_later(self, seconds: float) -> None:
         slow["requests"] += 1
@@ -128,7 +130,7 @@ class Protocol(asyncio.Protocol):
         def answer() -> None:
             slow["open"] -= 1
             if not self.transport.is_closing():
-                self.transport.write(OK)  # type: ignore[attr-defined]
+                self.transport.write(OK)
 
         asyncio.get_running_loop().call_later(seconds, answer)
 

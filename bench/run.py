@@ -29,8 +29,10 @@ from bench.steps_share import ShareSteps
 from bench.steps_web import WebSteps
 
 
+# For the type checker each step mixin stands on what it calls (a Measure over the Stack, or
+# another step), so they come in that order; at run time they are plain mixins.
 class Bench(
-    Stack, Measure, WebSteps, DeliverySteps, HeadlineSteps, FlowSteps, OrderingSteps, ShareSteps
+    HeadlineSteps, DeliverySteps, WebSteps, ShareSteps, FlowSteps, OrderingSteps, Measure, Stack
 ):
     # --- the run -----------------------------------------------------------------------
 

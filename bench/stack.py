@@ -52,6 +52,18 @@ class BenchError(Exception):
 
 
 class Stack:
+    # Set by setup(), start_web() and run(); read by the steps (bench/steps_*.py).
+    api_key: str
+    auth: dict[str, str]
+    receiver_port: int
+    other_host_port: int
+    receiver_proc: procs.Managed
+    cpu_pids: dict[str, int]
+    web: procs.Managed
+    web_port: int
+    endpoint_secret: str
+    profile_dir: Path
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.workdir = Path(tempfile.mkdtemp(prefix="homing-bench-"))
@@ -233,7 +245,8 @@ class Stack:
         return False
 
     def _dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.postgres.port} user=postgres dbname=homing"  # type: ignore[union-attr]
+        assert self.postgres, "setup() starts it"
+        return f"host=127.0.0.1 port={self.postgres.port} user=postgres dbname=homing"
 
     def sql_top(self, reset: bool = False, top: int = 4) -> list[dict[str, Any]]:
         """The statements that took the most database time since the last reset."""
@@ -285,7 +298,8 @@ class Stack:
                 "WHERE status IN ('pending', 'held', 'delivering')"
             )
             leftover = cursor.rowcount
-        client = redis.Redis.from_url(self.redis.url, socket_timeout=10)  # type: ignore[union-attr]
+        assert self.redis, "setup() starts it"
+        client = redis.Redis.from_url(self.redis.url, socket_timeout=10)
         client.delete("celery", "unacked", "unacked_index")
         client.close()
         if leftover:
@@ -315,24 +329,22 @@ class Stack:
     def setup(self) -> None:
         bindir, redis_binary = ensure_binaries()
         user = server_user()
-        self.postgres, self.redis = (
-            Postgres(bindir, self.workdir, user),
-            Redis(redis_binary, self.workdir),
-        )
+        self.postgres = postgres = Postgres(bindir, self.workdir, user)
+        self.redis = redis_server = Redis(redis_binary, self.workdir)
         say(
-            f"starting PostgreSQL on 127.0.0.1:{self.postgres.port} and Redis on "
-            f"127.0.0.1:{self.redis.port} (workdir {self.workdir})"
+            f"starting PostgreSQL on 127.0.0.1:{postgres.port} and Redis on "
+            f"127.0.0.1:{redis_server.port} (workdir {self.workdir})"
         )
-        self.postgres.start()
+        postgres.start()
         # pg_stat_statements (PostgreSQL contrib) says which SQL the database's CPU goes to.
-        with open(self.postgres.datadir / "postgresql.conf", "a") as conf:
+        with open(postgres.datadir / "postgresql.conf", "a") as conf:
             conf.write("shared_preload_libraries = 'pg_stat_statements'\n")
-        self.postgres.pg_ctl("restart")
-        self.redis.start()
+        postgres.pg_ctl("restart")
+        redis_server.start()
         import psycopg
 
         with psycopg.connect(
-            f"host=127.0.0.1 port={self.postgres.port} user=postgres dbname=postgres",
+            f"host=127.0.0.1 port={postgres.port} user=postgres dbname=postgres",
             autocommit=True,
         ) as conn:
             conn.execute("CREATE DATABASE homing")
@@ -340,8 +352,8 @@ class Stack:
             conn.execute("CREATE EXTENSION pg_stat_statements")
         self.env = {
             **os.environ,
-            "DATABASE_URL": self.postgres.url,
-            "REDIS_URL": self.redis.url,
+            "DATABASE_URL": postgres.url,
+            "REDIS_URL": redis_server.url,
             "SECRET_KEY": "homing-bench-secret-not-for-production",
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "HOMING_ALLOW_PRIVATE_NETWORKS": "true",
@@ -369,8 +381,9 @@ class Stack:
         )
         wait_for_port(self.receiver_port, "the receiver")
         wait_for_port(self.other_host_port, "the receiver")
-        pg_pid = int((self.postgres.datadir / "postmaster.pid").read_text().split()[0])
-        self.cpu_pids = {"postgres": pg_pid, "redis": self.redis.process.pid}  # type: ignore[union-attr]
+        pg_pid = int((postgres.datadir / "postmaster.pid").read_text().split()[0])
+        assert redis_server.process, "started above"
+        self.cpu_pids = {"postgres": pg_pid, "redis": redis_server.process.pid}
         self.cpu_pids["receiver"] = self.receiver_proc.pid
 
     def teardown(self) -> None:

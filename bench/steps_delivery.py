@@ -4,13 +4,19 @@ and the 202 -> receiver latency."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from bench import load, procs
 from bench.report import fmt_cpu as _fmt_cpu
 from bench.stack import BenchError, event_body, say
 
+if TYPE_CHECKING:
+    from bench.steps_web import WebSteps as _Base  # mixed into bench.run.Bench: its ingest()
+else:
+    _Base = object
 
-class DeliverySteps:
+
+class DeliverySteps(_Base):
     def backlog(self, workers: int, profile: bool) -> None:
         """Ingest N events with no worker running (isolated ingestion), then start the
         workers and the scheduler and time how fast the backlog reaches the receiver."""

@@ -16,7 +16,7 @@ import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -24,11 +24,16 @@ from bench import load
 from bench.report import fmt_cpu
 from bench.stack import BenchError, event_body, say
 
+if TYPE_CHECKING:
+    from bench.measure import Measure as _Base  # mixed into bench.run.Bench with it
+else:
+    _Base = object
+
 HEALTHY = 9  # fast endpoints; the isolation run adds one hanging endpoint to them
 QUEUE_BATCH = 100  # events per POST /api/v1/events/batch while queueing a backlog
 
 
-class FlowSteps:
+class FlowSteps(_Base):
     # --- isolation ---------------------------------------------------------------------
 
     def isolation(self) -> None:

@@ -14,7 +14,7 @@ so it is visibly not the limit:
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -22,11 +22,16 @@ from bench import load, procs, wrk
 from bench.report import fmt_cpu
 from bench.stack import BenchError, event_body, say
 
+if TYPE_CHECKING:
+    from bench.steps_delivery import DeliverySteps as _Base  # in bench.run.Bench: warm_up()
+else:
+    _Base = object
+
 BATCH = 100
 MAX_TAIL_SECONDS = 150  # the longest wait for a live step's last receipt
 
 
-class HeadlineSteps:
+class HeadlineSteps(_Base):
     def wrk_ceiling(self) -> None:
         hello, port = self.start_gunicorn("gunicorn-hello-wrk", "bench.hello_wsgi:app")
         try:
@@ -186,7 +191,9 @@ class HeadlineSteps:
 
     def _db_now(self) -> Any:
         with psycopg.connect(self._dsn(), autocommit=True) as conn:
-            return conn.execute("SELECT now()").fetchone()[0]
+            row = conn.execute("SELECT now()").fetchone()
+        assert row is not None
+        return row[0]
 
     def _event_ids_since(self, since: Any) -> set[str | None]:
         with psycopg.connect(self._dsn(), autocommit=True) as conn:

@@ -8,18 +8,23 @@ figure as a share of the unkeyed one is what ordering costs.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.stack import BenchError, say
+
+if TYPE_CHECKING:
+    from bench.measure import Measure as _Base  # mixed into bench.run.Bench with it
+else:
+    _Base = object
 
 BATCH = 100  # events per POST /events/batch while filling the backlog
 EVENTS_PER_KEY = 10
 
 
-class OrderingSteps:
+class OrderingSteps(_Base):
     def ordering(self, workers: int) -> None:
         n = self.args.events
-        figures = {
+        figures: dict[str, Any] = {
             "unkeyed": self._drain_backlog(n, workers, keys=0),
             "keyed": self._drain_backlog(n, workers, keys=max(n // EVENTS_PER_KEY, 1)),
         }

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from bench import ceilings, load, procs
 from bench.report import fmt_cpu as _fmt_cpu
 from bench.stack import EVENT_TYPE, event_body, say
 from deliveries.signing import payload_bytes, sign
 
+if TYPE_CHECKING:
+    from bench.measure import Measure as _Base  # mixed into bench.run.Bench with it
+else:
+    _Base = object
+
 # As the worker process (HOMING_SEND_CONCURRENCY default).
 SEND_CONCURRENCY = 400
 
 
-class WebSteps:
+class WebSteps(_Base):
     def gunicorn_ceilings(self) -> None:
         n, clients = self.args.ceiling_requests, self.args.clients
         hello, port = self.start_gunicorn("gunicorn-hello", "bench.hello_wsgi:app")

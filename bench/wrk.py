@@ -102,7 +102,7 @@ class WrkResult:
     def events_rate(self) -> float:
         return self.rate * max(1, self.batch)
 
-    def figures(self) -> dict[str, float | int]:
+    def figures(self) -> dict[str, float | int | None]:
         return {
             "rate": round(self.rate, 1),
             "events_per_s": round(self.events_rate, 1),

@@ -8,6 +8,7 @@ line the request's id (the X-Request-ID the response carries) as a field.
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from typing import Any
 
 from gunicorn.glogging import Logger
@@ -26,7 +27,9 @@ class HomingLogger(Logger):
                 for handler in log.handlers:
                     handler.setFormatter(JsonFormatter(**JSON_FORMAT))
 
-    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+    def access(
+        self, resp: Any, req: Any, environ: MutableMapping[str, Any], request_time: Any
+    ) -> None:
         if not self.json:
             super().access(resp, req, environ, request_time)
             return
@@ -65,6 +68,8 @@ class BalancedThreadWorker(ThreadWorker):
     wait in the listen backlog only until some thread anywhere is free.
     """
 
+    _accepting: bool  # ThreadWorker's own flag (set_accept_enabled); its stubs omit it
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.handling = 0  # connections in the thread pool (changed on the main thread only)
@@ -93,7 +98,7 @@ class BalancedThreadWorker(ThreadWorker):
         self.handling -= 1
         super().finish_request(conn, fs)
 
-    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+    def wait_for_and_dispatch_events(self, timeout: float | None) -> None:
         # run() re-enables accepting on every turn of its loop when under
         # worker_connections; this turns it off again while no thread is free.
         if self._accepting and self.handling >= self.cfg.threads:

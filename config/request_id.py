@@ -33,7 +33,8 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         rid = _request_id_from(request)
-        request.request_id = rid  # type: ignore[attr-defined]
+        # django.request logs after this returns: config.logs.RequestIdFilter reads it here.
+        request.request_id = rid  # type: ignore[attr-defined]  # our own attribute
         token = request_id.set(rid)
         try:
             response = self.get_response(request)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path, re_path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from api.errors import api_not_found
@@ -9,7 +9,7 @@ from config.health import healthz
 from config.metrics import metrics
 from console.login import throttled_login
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("webhooks.api.urls")),
     path("", include("deliveries.api.urls")),
     path("", include("dlq.api.urls")),

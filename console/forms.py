@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.http import QueryDict
 from django.utils import timezone
 
 from core.ids import ID_LENGTH as MAX_ID_LENGTH
@@ -43,7 +44,7 @@ class DeadLetterFilter(forms.Form):
         criteria: Criteria = {}
         for name in ("tenant", "endpoint", "event_type", "reason"):
             if data.get(name):
-                criteria[name] = data[name].strip()  # type: ignore[literal-required]
+                criteria[name] = data[name].strip()
         if data.get("dead_after"):
             criteria["dead_after"] = _day_start(data["dead_after"]).isoformat()
         if data.get("dead_before"):
@@ -68,7 +69,8 @@ class SelectionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        ids = [i for i in self.data.getlist("ids") if i]
+        posted = cast(QueryDict, self.data)  # bound to request.POST by its one view
+        ids = [i for i in posted.getlist("ids") if i]
         if not ids:
             raise forms.ValidationError("Select at least one dead letter.")
         if len(ids) > self.MAX_IDS:

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 
 from console.services.login_throttle import (
@@ -23,7 +23,7 @@ from console.services.login_throttle import (
     login_wait,
 )
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 USERNAME_LENGTH = 150  # Django's username field; a longer one cannot exist
 
 
@@ -45,7 +45,7 @@ def throttled_login(view: View) -> View:
     """A sign-in POST from an address or for a username that failed too often: 429."""
 
     @wraps(view)
-    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method == "POST":
             wait = login_wait(address=client_address(request), username=_posted_username(request))
             if wait:

@@ -123,7 +123,7 @@ class DeadLetterPage:
 
 
 def dead_letter_page(
-    *, criteria: Criteria, cursor: str = "", size: int = PAGE_SIZE
+    *, criteria: Criteria | dict[str, Any], cursor: str = "", size: int = PAGE_SIZE
 ) -> DeadLetterPage:
     """Newest first, keyset on (dead_at, id): deep pages cost what the first one does."""
     letters = dead_letters_matching(criteria=criteria).select_related("tenant", "endpoint")
@@ -137,7 +137,7 @@ def dead_letter_page(
 REASON_COUNT_CAP = 10_000
 
 
-def dead_letters_waiting_count(*, criteria: Criteria) -> int:
+def dead_letters_waiting_count(*, criteria: Criteria | dict[str, Any]) -> int:
     """How many a "Replay all" would take; with a reason filter at most REASON_COUNT_CAP
     + 1 (shown as "more than 10,000"), as an exact count would read every row."""
     waiting = dead_letters_waiting(criteria=criteria)

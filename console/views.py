@@ -116,7 +116,7 @@ def dead_letter_discard_view(request: HttpRequest, pk: str) -> HttpResponse:
 def dead_letters_selected(request: HttpRequest) -> HttpResponse:
     form = SelectionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(form.errors.get("__all__", [])) or "Invalid selection.")
+        messages.error(request, " ".join(map(str, form.non_field_errors())) or "Invalid selection.")
         return _back(request, reverse("console:dead-letters"))
     ids = form.cleaned_data["ids"]
     if form.cleaned_data["action"] == "replay":

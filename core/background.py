@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -118,10 +118,10 @@ class Gatherer(Generic[T]):
                     self._finished.notify_all()
 
 
-_every: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+_every: list[Gatherer[Any]] = []  # of any item type
 
 
-def start_gatherers() -> list[Gatherer]:  # type: ignore[type-arg]  # of any item type
+def start_gatherers() -> list[Gatherer[Any]]:
     """Start the threads of the gatherers not started yet, and return those: the caller
     owns them and closes them (at exit at the latest, so that nothing put is lost when
     the process ends normally)."""
@@ -132,6 +132,6 @@ def start_gatherers() -> list[Gatherer]:  # type: ignore[type-arg]  # of any ite
     return started
 
 
-def close_gatherers(gatherers: list[Gatherer]) -> None:  # type: ignore[type-arg]
+def close_gatherers(gatherers: list[Gatherer[Any]]) -> None:
     for gatherer in gatherers:
         gatherer.close()

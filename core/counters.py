@@ -87,5 +87,9 @@ def _increment_row(name: str, amount: int) -> None:
 def read_all() -> dict[str, int]:
     if settings.REDIS_URL:
         raw = redis_client().hgetall(REDIS_KEY)
-        return {name.decode(): int(value) for name, value in raw.items()}
+        # Bytes from this client (no decode_responses); the stubs allow str as well.
+        return {
+            name.decode() if isinstance(name, bytes) else name: int(value)
+            for name, value in raw.items()
+        }
     return dict(Counter.objects.values_list("name", "value"))

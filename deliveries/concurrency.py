@@ -12,7 +12,7 @@ attempts are let through: a missed cap is better than a stalled queue.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 from django.conf import settings
@@ -211,7 +211,7 @@ def ramp_grow(*, endpoint_ids: list[str]) -> None:
     _ramp(grow)
 
 
-def _ramp(action) -> None:  # type: ignore[no-untyped-def]
+def _ramp(action: Callable[[redis.Redis], object]) -> None:
     try:
         action(redis_client())
     except (redis.RedisError, OSError):

@@ -69,7 +69,8 @@ def endpoint_messages(*, endpoint: Endpoint, after: int, limit: int) -> FeedPage
         .annotate(size=_stored_size("event__data"))
         .values_list("id", "size")[: limit + 1]
     )
-    taken, total = [], 0
+    taken: list[str] = []
+    total = 0
     for delivery_id, size in heads[:limit]:
         total += size or 0
         if taken and total > FEED_MAX_BYTES:

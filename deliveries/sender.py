@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -292,7 +292,7 @@ async def _read_bounded(response: aiohttp.ClientResponse) -> bytes:
     return b"".join(chunks)
 
 
-def _valid_host(host: str | None) -> bool:
+def _valid_host(host: str | None) -> TypeGuard[str]:
     return bool(host) and not any(c.isspace() or ord(c) < 32 for c in host or "")
 
 

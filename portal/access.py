@@ -14,7 +14,7 @@ import hmac
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from console.access import CONTENT_SECURITY_POLICY
 from portal.models import PortalSession
 from portal.services.sessions import portal_session_from_cookie, portal_session_scope
+from webhooks.scope import Scope
 
 COOKIE_NAME = "homing_portal"
 COOKIE_PATH = "/portal/"
@@ -50,7 +51,7 @@ def portal_headers(response: HttpResponse) -> HttpResponse:
     response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Cache-Control"] = "no-store"  # pages show an owner's data and secrets
     if embeddable():
-        response.xframe_options_exempt = True  # type: ignore[attr-defined]  # CSP decides
+        response.xframe_options_exempt = True  # CSP decides
     return response
 
 
@@ -92,6 +93,18 @@ def refuse(request: HttpRequest, message: str, *, status: int = 403) -> HttpResp
     )
 
 
+class PortalRequest(HttpRequest):
+    """A request in a live portal session: _guard sets both before the view runs."""
+
+    scope: Scope
+    portal_session: PortalSession
+
+
+def portal_request(request: HttpRequest) -> PortalRequest:
+    """The request of a view behind portal_page, with what _guard put on it."""
+    return cast(PortalRequest, request)
+
+
 def portal_page(view: View) -> View:
     """A page of a live portal session: `request.scope` is its Scope. Without one, a page
     that says so. POSTs change data: a read-only session gets 403, and so does a POST
@@ -116,8 +129,8 @@ def _guard(view: View, *, read_only_ok: bool) -> View:
                 "Ask for a new link to the portal.",
             )
         scope = portal_session_scope(session=session)
-        request.scope = scope  # type: ignore[attr-defined]
-        request.portal_session = session  # type: ignore[attr-defined]
+        portal = portal_request(request)
+        portal.scope, portal.portal_session = scope, session
         if request.method not in ("GET", "HEAD"):
             if scope.read_only and not read_only_ok:
                 return refuse(request, "This portal session is read only: nothing was changed.")
@@ -137,9 +150,10 @@ def _guard(view: View, *, read_only_ok: bool) -> View:
 
 def portal_context(request: HttpRequest) -> dict[str, Any]:
     """Template context processor-like helper: what every portal template needs."""
-    session: PortalSession = request.portal_session  # type: ignore[attr-defined]
+    portal = portal_request(request)
+    session = portal.portal_session
     return {
-        "scope": request.scope,  # type: ignore[attr-defined]
+        "scope": portal.scope,
         "portal_session": session,
         "portal_csrf": csrf_token_for(session),
         "can_change": not session.read_only,

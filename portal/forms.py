@@ -29,7 +29,9 @@ class EndpointForm(forms.Form):
         # The types the tenant has sent, plus any the endpoint already has (kept on edit).
         current = list((self.initial or {}).get("event_types") or [])
         choices = list(dict.fromkeys([*event_types, *current]))
-        self.fields["event_types"].choices = [(t, t) for t in choices]  # type: ignore[attr-defined]
+        field = self.fields["event_types"]
+        assert isinstance(field, forms.ChoiceField)  # (a MultipleChoiceField, declared above)
+        field.choices = [(t, t) for t in choices]
 
     def endpoint_fields(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -49,10 +51,9 @@ class DeliveryFilter(forms.Form):
 
     def __init__(self, *args: Any, event_types: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["event_type"].choices = [  # type: ignore[attr-defined]
-            ("", "Any type"),
-            *[(t, t) for t in event_types],
-        ]
+        field = self.fields["event_type"]
+        assert isinstance(field, forms.ChoiceField)  # declared above
+        field.choices = [("", "Any type"), *[(t, t) for t in event_types]]
 
 
 class RecoverForm(forms.Form):

@@ -28,6 +28,7 @@ from portal.access import (
     portal_headers,
     portal_page,
     portal_page_read_only_ok,
+    portal_request,
     refuse,
     set_session_cookie,
 )
@@ -57,7 +58,9 @@ NOTICES = {
 }
 
 
-def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200):
+def _page(
+    request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
+) -> HttpResponse:
     notice = NOTICES.get(request.GET.get("notice", ""))
     return render(
         request,
@@ -79,7 +82,7 @@ def _failed(request: HttpRequest, error: HomingError, back: str) -> HttpResponse
 
 
 def _scope(request: HttpRequest) -> Scope:
-    return request.scope  # type: ignore[attr-defined]
+    return portal_request(request).scope
 
 
 def _endpoint(request: HttpRequest, pk: str) -> Endpoint:
@@ -119,7 +122,7 @@ def exchange(request: HttpRequest) -> HttpResponse:
 @require_POST
 @portal_page_read_only_ok
 def log_out(request: HttpRequest) -> HttpResponse:
-    portal_session_end(session=request.portal_session)  # type: ignore[attr-defined]
+    portal_session_end(session=portal_request(request).portal_session)
     response = refuse(
         request, "You have left the portal. Open a new link to come back.", status=200
     )

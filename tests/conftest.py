@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 if TYPE_CHECKING:
+    from pytest_django.fixtures import Settings as SettingsFixture
     from rest_framework.test import APIClient
 
     from webhooks.models import Tenant
@@ -43,9 +44,9 @@ def _flush_redis(redis_url: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _allow_loopback_endpoints(settings: object) -> None:
+def _allow_loopback_endpoints(settings: SettingsFixture) -> None:
     # Test receivers listen on 127.0.0.1; the guard itself is tested with it switched on.
-    settings.HOMING_ALLOW_PRIVATE_NETWORKS = True  # type: ignore[attr-defined]
+    settings.HOMING_ALLOW_PRIVATE_NETWORKS = True
 
 
 @dataclass

@@ -61,8 +61,8 @@ def ensure_binaries() -> tuple[Path, str]:
         ]
         if not present
     ]
-    if not missing:
-        return bindir, redis_server  # type: ignore[return-value]
+    if not missing and bindir and redis_server:  # (both present when nothing is missing)
+        return bindir, redis_server
     command = f"apt-get update && apt-get install -y {' '.join(missing)}"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         if bindir and redis_server:  # only test tools are missing: their tests skip

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -141,7 +142,7 @@ class Web:
             return False
         return True
 
-    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, object]:
+    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}

@@ -59,7 +59,8 @@ class EndpointForm(forms.ModelForm):
             self.initial["headers"] = endpoint_headers(endpoint=self.instance)
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         checked = {name: cleaned[name] for name in ENDPOINT_FIELDS if name in cleaned}
         try:
             cleaned.update(endpoint_fields_check(fields=checked))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -210,7 +211,7 @@ def demo_data_seed(
         "deadletter": DeadLetter._meta.db_table,
         "attemptminute": AttemptMinute._meta.db_table,
     }
-    params = {
+    params: dict[str, Any] = {
         "dead": dead,
         "deliveries": dead + succeeded,
         "endpoints": [e.id for e in endpoints],

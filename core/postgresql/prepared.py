@@ -35,5 +35,5 @@ def prepared_cursor() -> CursorWrapper:
         connection.connection.prepare_threshold = PREPARE_THRESHOLD
     raw = _PreparedCursor(connection.connection)
     if connection.queries_logged:
-        return connection.make_debug_cursor(raw)
-    return connection.make_cursor(raw)
+        return connection.make_debug_cursor(raw)  # type: ignore[arg-type]  # stubs: a driver cursor is right
+    return connection.make_cursor(raw)  # type: ignore[arg-type]  # (Django wraps psycopg's own)

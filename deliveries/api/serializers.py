@@ -57,7 +57,7 @@ class FeedMessageSerializer(serializers.Serializer):
     type = serializers.CharField()
     created_at = serializers.DateTimeField()
     ordering_key = serializers.CharField(allow_null=True)
-    data = serializers.JSONField()
+    data = serializers.JSONField()  # type: ignore[assignment]  # a declared field, not Serializer.data
     delivery_id = serializers.CharField()
     status = serializers.ChoiceField(choices=Delivery.Status.choices)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -22,7 +23,7 @@ def attempt_minutes_add(*, counts: Mapping[str, int], at: datetime) -> None:
     minute = at.replace(second=0, microsecond=0)
     table = AttemptMinute._meta.db_table
     values = ", ".join(["(%s, %s, %s)"] * len(rows))
-    params: list[object] = []
+    params: list[Any] = []
     for outcome, n in rows:
         params += [minute, outcome, n]
     with connection.cursor() as cursor:

@@ -227,7 +227,7 @@ def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) ->
         return []
     if connection.vendor != "postgresql":
         return claims_sqlite.claim(shares, attempts, policy.lease_seconds)
-    params = {
+    params: dict[str, Any] = {
         "endpoint_ids": list(shares),
         "shares": list(shares.values()),
         "lease_seconds": policy.lease_seconds,

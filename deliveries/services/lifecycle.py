@@ -103,7 +103,7 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
             for d_id, tenant, event_id, t in rows
         ]
         dead_letters_create(
-            deliveries=parked,  # type: ignore[arg-type]
+            deliveries=parked,
             reasons=[reason] * len(parked),
             dead_at=now,
         )

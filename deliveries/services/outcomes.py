@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from deliveries import retry
 from deliveries.models import Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
-from deliveries.services.claims import Claimed
+
+
+class InSchedule(Protocol):
+    """All next_state needs of a delivery (a Delivery row, Claimed, recording's Held)."""
+
+    @property
+    def attempts_in_schedule(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -22,7 +28,7 @@ class NextState:
 
 
 def next_state(
-    *, delivery: Delivery | Claimed, result: SendResult, policy: Policy, now: datetime
+    *, delivery: InSchedule, result: SendResult, policy: Policy, now: datetime
 ) -> NextState:
     """Succeeded, pending again with its next due time, or dead with a reason."""
     verdict = retry.classify(

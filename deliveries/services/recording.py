@@ -63,13 +63,19 @@ DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 class Held(Protocol):
     """A delivery under a lease: what recording needs of it (claims.Claimed is one)."""
 
-    id: str
-    tenant_id: str
-    attempt_count: int
-    schedule_offset: int
-    ordering_key: str | None  # in its key's line (services/ordering.py)
-    head_since: datetime | None
-
+    # Read-only: Claimed and Lost are frozen dataclasses.
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def attempt_count(self) -> int: ...
+    @property
+    def schedule_offset(self) -> int: ...
+    @property
+    def ordering_key(self) -> str | None: ...  # in its key's line (services/ordering.py)
+    @property
+    def head_since(self) -> datetime | None: ...
     @property
     def event(self) -> ClaimedEvent: ...
     @property
@@ -182,7 +188,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
         Attempt.objects.bulk_create(attempts, ignore_conflicts=expired_only)
         if dead:
             dead_letters_create(
-                deliveries=[d for d, _ in dead],  # type: ignore[misc]
+                deliveries=[d for d, _ in dead],
                 reasons=[r for _, r in dead],
                 dead_at=now,
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.db.models.functions import Now
 
@@ -103,7 +104,8 @@ def deliveries_recover_expired_leases() -> int:
                 since,
             ),
             lost,
-            lease - timedelta(seconds=policy.lease_seconds),
+            # Never None: `lease_expires_at__lt` leaves out the rows without one.
+            cast(datetime, lease) - timedelta(seconds=policy.lease_seconds),
             policy,
         )
         for d_id, tenant, count, offset, e_id, e_type, e_at, endpoint, lease, key, since in rows

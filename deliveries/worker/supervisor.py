@@ -68,7 +68,7 @@ class Supervisor:
         self,
         *,
         watched: list[Watched],
-        ping_loop: Callable[[Callable[[], None]], None],
+        ping_loop: Callable[[Callable[[], None]], object],
         loop_patience: float = LOOP_PATIENCE_SECONDS,
         check_every: float = CHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -155,7 +156,7 @@ class Worker:
         self._throttled: dict[str, float] = {}  # endpoint id -> monotonic time it may go
         # Every thread is started by start() and stopped by close() (DESIGN.md 17).
         self._threads: dict[str, threading.Thread] = {}
-        self._gatherers: list[Gatherer] = []  # type: ignore[type-arg]  # of any item type
+        self._gatherers: list[Gatherer[Any]] = []  # of any item type
         self._leases_renewed = time.monotonic()
         self._claims_heartbeat = Heartbeat()
         self.supervisor: Supervisor | None = None
@@ -192,7 +193,7 @@ class Worker:
             Watched("parker", lambda: self._threads["homing-parker"]),
         ]
         for gatherer in self._gatherers:
-            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]
+            threads.append(Watched(gatherer.name, lambda g=gatherer: g.thread))  # type: ignore[misc]  # a lambda's default
         return threads
 
     def wake(self) -> None:

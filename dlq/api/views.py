@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from api.filters import QueryFilter, QueryParameters, event_type_filter, id_filter, query_values
 from api.pagination import NewestFirstPagination
 from api.schema import errors
-from api.scoping import TenantScoped
+from api.scoping import TenantScoped, scope_of
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -39,7 +39,7 @@ class InQueue(TenantScoped):
     """The caller's dead letters that were not discarded."""
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
-        return self.request.auth.narrow(dead_letters_in_queue())
+        return scope_of(self.request).narrow(dead_letters_in_queue())
 
 
 class DeadLetterList(TenantScoped, generics.ListAPIView):
@@ -62,7 +62,7 @@ class DeadLetterList(TenantScoped, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[DeadLetter]:
         criteria = query_values(self.request, self.query_filters)
-        return dead_letters_matching(criteria=self.request.auth.criteria(**criteria))
+        return dead_letters_matching(criteria=scope_of(self.request).criteria(**criteria))
 
 
 class DeadLetterDetail(InQueue, generics.GenericAPIView):
@@ -97,7 +97,7 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
 def _criteria(request: Request) -> dict[str, Any]:
     selection = BulkSelectionSerializer(data=request.data)
     selection.is_valid(raise_exception=True)
-    return request.auth.criteria(**selection.validated_data)
+    return scope_of(request).criteria(**selection.validated_data)
 
 
 class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
@@ -134,6 +134,6 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
         window = RecoverSerializer(data=request.data)
         window.is_valid(raise_exception=True)
         job = endpoint_recover(
-            endpoint=endpoint, criteria=request.auth.criteria(), **window.validated_data
+            endpoint=endpoint, criteria=scope_of(request).criteria(), **window.validated_data
         )
         return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)

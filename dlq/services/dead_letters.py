@@ -3,19 +3,39 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from django.db import transaction
 
 from config.logs import delivery_log_context
-from deliveries.models import Delivery
-from deliveries.services.claims import Claimed
 from dlq.models import DeadLetter
 
 logger = logging.getLogger(__name__)
 
 
+class _Typed(Protocol):
+    @property
+    def type(self) -> str: ...
+
+
+class Dying(Protocol):
+    """What parking reads of a delivery: a Delivery row, claims.Claimed, recording.Held
+    and lifecycle._Parked all have it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def endpoint_id(self) -> str: ...
+    @property
+    def event(self) -> _Typed: ...
+
+
 def dead_letters_create(
-    *, deliveries: Sequence[Delivery | Claimed], reasons: Sequence[str], dead_at: datetime
+    *, deliveries: Sequence[Dying], reasons: Sequence[str], dead_at: datetime
 ) -> None:
     """Park deliveries that gave up; `reasons[i]` says why `deliveries[i]` died."""
     DeadLetter.objects.bulk_create(

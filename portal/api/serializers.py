@@ -38,7 +38,7 @@ class DurationField(serializers.Field):
 class PortalSessionCreateSerializer(serializers.Serializer):
     owner = StrictCharField(trim_whitespace=False, max_length=255)
     ttl = DurationField(required=False, help_text="At most 7d; default 1h.")
-    read_only = StrictBooleanField(required=False, default=False)
+    read_only = StrictBooleanField(required=False, default=False)  # type: ignore[assignment]  # a declared field, not Field.read_only
 
 
 class PortalLinkSerializer(serializers.Serializer):

@@ -6,6 +6,7 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.scoping import scope_of
 from portal.api.serializers import PortalLinkSerializer, PortalSessionCreateSerializer
 from portal.services.sessions import portal_session_create
 
@@ -21,7 +22,7 @@ class PortalSessionCreate(generics.GenericAPIView):
         incoming = PortalSessionCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         session, token = portal_session_create(
-            tenant=request.auth.tenant, **incoming.validated_data
+            tenant=scope_of(request).tenant, **incoming.validated_data
         )
         url = request.build_absolute_uri(reverse("portal:open")) + "#" + token
         return Response(

@@ -194,7 +194,9 @@ def _real_id(path: str, view_class: type, tenant) -> str:
     collection = path.removeprefix("/api/v1/").split("/")[0]
     model = COLLECTIONS.get(collection) or getattr(view_class, "model", None)
     assert model is not None, f"which objects does {path} name? add it to COLLECTIONS"
-    return model.objects.filter(tenant=tenant).values_list("pk", flat=True).first()
+    found = model._default_manager.filter(tenant=tenant).values_list("pk", flat=True).first()
+    assert found is not None, f"{tenant} has no {collection} to walk {path} with"
+    return found
 
 
 def test_every_route_has_an_object_to_walk_with(one_of_each):

@@ -147,9 +147,7 @@ class RecordingProxy:
                 if instead:
                     self._answer_instead(key, instead)
                     return
-                upstream = http.client.HTTPConnection(
-                    proxy.upstream.hostname, proxy.upstream.port, timeout=30
-                )
+                upstream = http.client.HTTPConnection(proxy.upstream.netloc, timeout=30)
                 try:
                     upstream.request(self.command, self.path, body=body or None, headers=headers)
                     response = upstream.getresponse()
@@ -171,8 +169,8 @@ class RecordingProxy:
                 with contextlib.suppress(OSError):  # the relay may have been killed meanwhile
                     self.send_response(response.status)
                     self.send_header("Content-Type", response.getheader("Content-Type", ""))
-                    if response.getheader("Retry-After"):
-                        self.send_header("Retry-After", response.getheader("Retry-After"))
+                    if retry_after := response.getheader("Retry-After"):
+                        self.send_header("Retry-After", retry_after)
                     self.send_header("Content-Length", str(len(answer)))
                     self.end_headers()
                     self.wfile.write(answer)
@@ -255,7 +253,7 @@ def create_database(admin_dsn: str, name: str) -> None:
 def port_is_closed(url: str) -> bool:
     parts = urlsplit(url)
     try:
-        socket.create_connection((parts.hostname, parts.port), timeout=0.5).close()
+        socket.create_connection((parts.hostname, parts.port or 80), timeout=0.5).close()
     except OSError:
         return True
     return False

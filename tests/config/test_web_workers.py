@@ -46,7 +46,7 @@ def test_a_pool_of_connections_opened_at_once_is_served_by_every_worker(tmp_path
     try:
         time.sleep(1)  # both workers up and waiting
         before = _workers_cpu_seconds(web.process.pid)
-        start, failures = threading.Barrier(CONNECTIONS), []
+        start, failures = threading.Barrier(CONNECTIONS), list[str]()
         clients = [
             threading.Thread(target=_client, args=(web.port, start, failures))
             for _ in range(CONNECTIONS)

@@ -111,6 +111,7 @@ def test_the_dead_letter_list_filters_and_pages_with_a_keyset(staff, alice, bob,
     assert bobs.id not in by_tenant and "Replay all 3 matching" in by_tenant
 
     first_page = selectors.dead_letter_page(criteria={}, size=2)
+    assert first_page.next_cursor
     second_page = selectors.dead_letter_page(criteria={}, cursor=first_page.next_cursor, size=2)
     seen = [r.id for r in first_page.rows + second_page.rows]
     assert (
@@ -283,5 +284,6 @@ def test_tenants_page_by_name_with_a_keyset(make_actor):
     for name in ["Carol", "Alice", "Bob"]:
         make_actor(name)
     first, cursor = selectors.tenant_page(size=2)
+    assert cursor
     rest, end = selectors.tenant_page(cursor=cursor, size=2)
     assert [r.tenant.name for r in first + rest] == ["Alice", "Bob", "Carol"] and end is None

@@ -68,7 +68,7 @@ def test_deactivating_with_a_deep_backlog_answers_at_once_and_the_job_parks_it(a
 
 def test_deleting_with_a_deep_backlog_answers_at_once_hides_it_and_the_job_removes_it(alice, bob):
     endpoint_id = make_backlog(alice)
-    first = Delivery.objects.filter(endpoint_id=endpoint_id).order_by("created_at").first()
+    first = Delivery.objects.filter(endpoint_id=endpoint_id).order_by("created_at")[0]
     Attempt.objects.create(delivery=first, number=1, started_at=first.created_at, duration_ms=3)
     deliveries_kill_for_endpoint(endpoint_id=endpoint_id, reason="x")  # active: parks nothing
     bobs = bob.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/b"}, format="json")
@@ -136,7 +136,7 @@ def test_deleting_while_a_recorder_writes_an_attempt_answers_204_and_loses_nothi
     """The 500 Schemathesis found: the worker recorded an attempt of a delivery that the
     DELETE's cascade had already collected (ForeignKeyViolation at COMMIT)."""
     endpoint_id = make_backlog(alice, rows=2_000)
-    recording = Delivery.objects.filter(endpoint_id=endpoint_id).order_by("id").first()
+    recording = Delivery.objects.filter(endpoint_id=endpoint_id).order_by("id")[0]
     with psycopg.connect(postgres_dsn) as recorder:
         # The recorder's transaction: it has updated its delivery (holding the row) and
         # is about to insert the attempt.

@@ -6,7 +6,7 @@ another's row lock only so long. Against the real database."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -39,6 +39,12 @@ def claim_one():
     return claimed
 
 
+def lease_of(delivery_id: str) -> datetime:
+    lease = Delivery.objects.get(pk=delivery_id).lease_expires_at
+    assert lease is not None
+    return lease
+
+
 def lapse(delivery_id: str) -> None:
     Delivery.objects.filter(pk=delivery_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
@@ -52,8 +58,7 @@ def test_a_renewal_gives_a_held_delivery_a_whole_lease_again(delivery) -> None:
     )
     lease = current_policy().lease_seconds
     assert deliveries_renew_leases(held=[(claimed.id, claimed.attempt_count)], lease_seconds=lease)
-    renewed = Delivery.objects.get(pk=claimed.id).lease_expires_at
-    assert renewed > timezone.now() + timedelta(seconds=lease - 5)
+    assert lease_of(claimed.id) > timezone.now() + timedelta(seconds=lease - 5)
 
 
 def test_a_claim_whose_lease_lapsed_cannot_give_back_or_renew_the_next_claim_s_delivery(
@@ -71,7 +76,7 @@ def test_a_claim_whose_lease_lapsed_cannot_give_back_or_renew_the_next_claim_s_d
     row = Delivery.objects.get(pk=first.id)
     # Still the second claim's: given back, it would be claimed and sent a third time.
     assert (row.status, row.attempt_count) == ("delivering", second.attempt_count)
-    assert row.lease_expires_at < timezone.now() + timedelta(seconds=600)
+    assert lease_of(first.id) < timezone.now() + timedelta(seconds=600)
 
     deliveries_give_back(deliveries=[second])  # its own claim may
     row = Delivery.objects.get(pk=first.id)
@@ -90,7 +95,7 @@ def test_the_worker_renews_the_leases_of_what_it_holds_and_only_those(alice) -> 
     worker.slots.admit([held], worker.slots.reserve(1))
     worker._leases_renewed = float("-inf")
     worker._renew_leases()
-    assert Delivery.objects.get(pk=held.id).lease_expires_at > soon + timedelta(seconds=10)
+    assert lease_of(held.id) > soon + timedelta(seconds=10)
     assert Delivery.objects.get(pk=other.id).lease_expires_at == soon
     worker._renew_leases()  # again at once: nothing (the next is a third of a lease away)
     worker.slots.free(held)

@@ -126,6 +126,7 @@ def test_a_head_failing_past_the_max_block_dies_and_its_key_moves_on(alice, sett
     answer(503)  # the first failure: retried, but not after its deadline
     head.refresh_from_db()
     assert head.status == "pending"
+    assert head.next_attempt_at is not None and head.head_since is not None
     assert head.next_attempt_at <= head.head_since + timedelta(seconds=3600)
 
     Delivery.objects.filter(pk=head.pk).update(

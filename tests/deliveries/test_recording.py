@@ -52,6 +52,7 @@ def test_nul_bytes_and_overlong_texts_are_stored_sanitised(claimed) -> None:
     assert DeadLetter.objects.filter(delivery_id=claimed[2].id).exists()
     retried = Delivery.objects.get(pk=claimed[3].id)
     assert retried.status == "pending"  # the absurd Retry-After is ignored
+    assert retried.next_attempt_at is not None
     assert retried.next_attempt_at < timezone.now() + timedelta(minutes=1)
 
 

@@ -6,6 +6,7 @@ import math
 import random
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -250,7 +251,7 @@ def test_delays_follow_the_schedule_without_jitter() -> None:
 
 
 def test_retry_after_lengthens_the_wait_up_to_the_largest_step() -> None:
-    kwargs = {"schedule": (1.0, 5.0, 30.0), "jitter": 0.0, "rng": random.Random(1)}
+    kwargs: dict[str, Any] = {"schedule": (1.0, 5.0, 30.0), "jitter": 0.0, "rng": random.Random(1)}
     assert next_delay(attempt_number=1, retry_after=10, **kwargs) == 10
     assert next_delay(attempt_number=1, retry_after=3600, **kwargs) == 30  # capped
     assert next_delay(attempt_number=2, retry_after=1, **kwargs) == 5  # never shorter
@@ -291,7 +292,7 @@ def test_retry_after_wins_when_longer_but_is_capped(
     schedule: list[float], jitter: float, seed: int, retry_after: float, data: st.DataObject
 ) -> None:
     n = data.draw(st.integers(min_value=1, max_value=len(schedule)))
-    common = {"attempt_number": n, "schedule": schedule, "jitter": jitter}
+    common: dict[str, Any] = {"attempt_number": n, "schedule": schedule, "jitter": jitter}
     plain = next_delay(**common, retry_after=None, rng=random.Random(seed))
     delay = next_delay(**common, retry_after=retry_after, rng=random.Random(seed))
     assert plain is not None and delay is not None

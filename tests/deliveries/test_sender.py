@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -83,17 +84,17 @@ class Receiver:
             self.handlers_done.set()
 
 
-def read_request(reader: object, connection: int) -> Request | None:
-    line = reader.readline()  # type: ignore[attr-defined]
+def read_request(reader: BinaryIO, connection: int) -> Request | None:
+    line = reader.readline()
     if not line:
         return None
     method, path, _ = line.decode().split(" ", 2)
     headers = []
-    while (raw := reader.readline().decode()) not in ("\r\n", ""):  # type: ignore[attr-defined]
+    while (raw := reader.readline().decode()) not in ("\r\n", ""):
         name, _, value = raw.partition(":")
         headers.append((name.strip(), value.strip()))
     length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
-    body = reader.read(length)  # type: ignore[attr-defined]
+    body = reader.read(length)
     return Request(connection, method, path, headers, body)
 
 
@@ -120,8 +121,8 @@ def hang(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
 def serve() -> Iterator[Callable[..., Receiver]]:
     receivers: list[Receiver] = []
 
-    def start(behaviour: Behaviour = answer(200), **kwargs: object) -> Receiver:
-        receiver = Receiver(behaviour, **kwargs).start()  # type: ignore[arg-type]
+    def start(behaviour: Behaviour = answer(200), **kwargs: Any) -> Receiver:
+        receiver = Receiver(behaviour, **kwargs).start()
         receivers.append(receiver)
         return receiver
 

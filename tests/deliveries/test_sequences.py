@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
@@ -92,7 +93,9 @@ def test_concurrent_producers_never_let_a_reader_see_a_gap(make_actor):
     actor = make_actor("Concurrent")
     endpoints = [make_endpoint(actor), make_endpoint(actor)]
     producers, per_producer = 8, 25
-    stop, seen_gaps, errors = threading.Event(), [], []
+    stop = threading.Event()
+    seen_gaps: list[Any] = []
+    errors: list[BaseException] = []
 
     def produce() -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import Any
 
 import pytest
 import standardwebhooks
@@ -142,7 +143,7 @@ def test_the_payload_is_compact_ordered_utf8_json() -> None:
 
 
 def test_the_payload_is_identical_on_every_call() -> None:
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "event_id": "evt_1",
         "event_type": "t",
         "timestamp_iso": "x",

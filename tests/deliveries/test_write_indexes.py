@@ -11,8 +11,8 @@ from django.db import connection
 HOT_TABLES = ["deliveries_delivery", "deliveries_attempt", "webhooks_event"]
 
 
-def index_definitions(table: str) -> dict[str, tuple[tuple[str, ...], str, bool]]:
-    """Each index of `table`: (its key columns, its WHERE clause, whether it is partial)."""
+def index_definitions(table: str) -> dict[str, tuple[tuple[str, ...], str, str]]:
+    """Each index of `table`: (its key columns, its WHERE clause, its definition)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """

@@ -71,7 +71,8 @@ def test_replay_starts_a_fresh_schedule_and_keeps_the_dead_letter(alice):
     response = alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay")
     assert response.status_code == 202
     delivery = Delivery.objects.get(pk=letter.delivery_id)
-    assert delivery.status == "pending" and delivery.next_attempt_at <= timezone.now()
+    assert delivery.status == "pending" and delivery.next_attempt_at is not None
+    assert delivery.next_attempt_at <= timezone.now()
     assert delivery.attempts_in_schedule == 0  # the next attempt is attempt 1 of a schedule
     letter.refresh_from_db()
     assert letter.replayed_at is not None
@@ -122,7 +123,7 @@ def test_retry_now_gives_a_dead_delivery_one_more_attempt(alice):
     response = alice.client.post(f"/api/v1/deliveries/{letter.delivery_id}/retry")
     assert response.status_code == 202 and response.json()["status"] == "pending"
     delivery = Delivery.objects.get(pk=letter.delivery_id)
-    assert delivery.next_attempt_at <= timezone.now()
+    assert delivery.next_attempt_at is not None and delivery.next_attempt_at <= timezone.now()
 
 
 def test_another_tenants_dead_letters_and_deliveries_are_404(alice, bob):

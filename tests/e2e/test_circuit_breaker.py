@@ -126,7 +126,9 @@ def test_an_open_circuit_sends_only_probes(alice, homing, receiver_factory):
     # When it opened: its first probe is due one interval after (database time, this
     # machine's clock). A claim racing the commit that opened it may still send what it
     # took, within milliseconds; everything after that is a probe.
-    opened_at = Endpoint.objects.get(pk=failing_id).probe_at.timestamp() - 2
+    probe_at = Endpoint.objects.get(pk=failing_id).probe_at
+    assert probe_at is not None  # an open circuit has its first probe scheduled
+    opened_at = probe_at.timestamp() - 2
     start = opened_at + 0.15
     time.sleep(max(0.0, start + 8 - time.time()))
     while_open = [r.at for r in failing.requests if start <= r.at < start + 8]

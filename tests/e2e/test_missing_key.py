@@ -37,6 +37,7 @@ def test_a_worker_without_the_key_leaves_deliveries_waiting_for_one_with_it(
     for delivery in Delivery.objects.filter(pk__in=ids):
         assert (delivery.status, delivery.attempt_count) == ("pending", 0)
         assert "HOMING_ENCRYPTION_KEY lacks the key" in delivery.last_error
+        assert delivery.next_attempt_at is not None
         assert delivery.next_attempt_at > timezone.now() + timedelta(seconds=20)  # no spinning
     assert receiver.requests == []
     logged = [line for line in keyless.log().splitlines() if "cannot decrypt" in line]

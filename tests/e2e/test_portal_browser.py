@@ -80,7 +80,7 @@ def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(
     alice.client.post("/api/v1/events", {"type": "order.paid", "data": {"n": 0}}, format="json")
     alice.client.post("/api/v1/events", {"type": "invoice.sent", "data": {}}, format="json")
     daves.wait_for(2)
-    dave_delivery = Delivery.objects.filter(endpoint_id=dave_endpoint).first()
+    dave_delivery = Delivery.objects.filter(endpoint_id=dave_endpoint)[0]
 
     link = make_link(base, alice.key, "carol")
     page = new_page(browser)
@@ -132,7 +132,7 @@ def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(
 
     # Fixed: she replays the newest, then recovers the rest since an hour ago.
     broken["yes"] = False
-    newest = DeadLetter.objects.filter(endpoint=mine).order_by("-dead_at", "-id").first()
+    newest = DeadLetter.objects.filter(endpoint=mine).order_by("-dead_at", "-id")[0]
     page.locator(f"tr[data-letter='{newest.id}'] button:text('Replay')").click()
     page.wait_for_selector("text=Replayed: its delivery is pending again")
     wait_until(lambda: Delivery.objects.get(pk=newest.delivery_id).status == "succeeded", 30)

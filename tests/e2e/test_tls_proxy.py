@@ -46,7 +46,9 @@ def free_port() -> int:
 
 def documented_nginx_block() -> str:
     text = (ROOT / "docs" / "deploy.md").read_text()
-    return re.search(r"```nginx\n(.*?)```", text, re.DOTALL).group(1)
+    block = re.search(r"```nginx\n(.*?)```", text, re.DOTALL)
+    assert block, "docs/deploy.md has no nginx block"
+    return block.group(1)
 
 
 def self_signed_certificate(folder: Path) -> tuple[Path, Path]:

@@ -58,9 +58,12 @@ def _break(worker) -> None:
         parker.endpoint_deactivate = _raise
         worker.parker.park_later("ep_none", "injected")
     elif FAULT in ("publisher", "counters"):
-        gatherer = queue.publisher if FAULT == "publisher" else counters.gatherer
-        gatherer._handle = _raise
-        gatherer.put([] if FAULT == "publisher" else ("injected", 0))
+        if FAULT == "publisher":
+            queue.publisher._handle = _raise
+            queue.publisher.put([])
+        else:
+            counters.gatherer._handle = _raise
+            counters.gatherer.put(("injected", 0))
     else:
         raise ValueError(f"unknown fault {FAULT!r}")
 

@@ -215,9 +215,9 @@ def test_carol_runs_every_action_on_her_endpoint(carol, shop):
     revealed = carol.post(action, {"action": "reveal", "portal_csrf": token})
     assert re.search(r"whsec_[A-Za-z0-9+/=]+", revealed.content.decode())
     assert revealed["Cache-Control"] == "no-store"
-    old = re.search(r"whsec_[A-Za-z0-9+/=]+", revealed.content.decode())[0]
+    old = _secret_in(revealed.content.decode())
     rotated = carol.post(action, {"action": "rotate", "portal_csrf": token})
-    assert re.search(r"whsec_[A-Za-z0-9+/=]+", rotated.content.decode())[0] != old
+    assert _secret_in(rotated.content.decode()) != old
     carol.post(action, {"action": "deactivate", "portal_csrf": token})
     endpoint_backlog_clear(endpoint_id=shop["carol"])  # the job the deactivation started
     assert not Endpoint.objects.get(pk=shop["carol"]).is_active
@@ -225,7 +225,7 @@ def test_carol_runs_every_action_on_her_endpoint(carol, shop):
     carol.post(action, {"action": "activate", "portal_csrf": token})
     letters = carol.get(f"{path}dead-letters/").content.decode()
     assert letters.count('name="portal_csrf"') >= 3  # leave, recover, one replay per row
-    letter = DeadLetter.objects.filter(endpoint_id=shop["carol"]).first()
+    letter = DeadLetter.objects.filter(endpoint_id=shop["carol"])[0]
     carol.post(f"/portal/dead-letters/{letter.id}/replay", {"portal_csrf": token})
     assert DeadLetter.objects.get(pk=letter.pk).replayed_at is not None
     since = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
@@ -258,7 +258,15 @@ def test_a_delivery_page_shows_payload_and_retry(carol, shop):
 
 
 def csrf_of_page(text: str) -> str:
-    return re.search(r'name="portal_csrf" value="([0-9a-f]+)"', text)[1]
+    found = re.search(r'name="portal_csrf" value="([0-9a-f]+)"', text)
+    assert found, "the page has no portal_csrf field"
+    return found[1]
+
+
+def _secret_in(text: str) -> str:
+    found = re.search(r"whsec_[A-Za-z0-9+/=]+", text)
+    assert found, "the page shows no secret"
+    return found[0]
 
 
 def test_a_read_only_session_shows_no_control_and_refuses_changes(alice, shop):

@@ -113,7 +113,7 @@ def test_it_raises_in_progress_while_another_call_holds_the_claim(
     store: DedupStore, event_id: str
 ) -> None:
     dedup = Deduplicator(store)
-    seen: list[Exception] = []
+    seen: list[DuplicateInProgress] = []
 
     def handler() -> None:
         # A duplicate delivery arriving while the first one is still being handled.

@@ -242,7 +242,7 @@ def test_it_rejects_a_signed_json_body_that_is_not_an_object(
 def test_it_takes_the_secret_with_or_without_prefix_padding_or_as_bytes() -> None:
     key = b"0123456789abcdef0123456789abcdef!"
     encoded = base64.b64encode(key).decode()
-    forms = [f"whsec_{encoded}", encoded, encoded.rstrip("="), key]
+    forms: list[str | bytes] = [f"whsec_{encoded}", encoded, encoded.rstrip("="), key]
 
     signatures = {Webhook(form).sign("msg_1", 1700000000, BODY) for form in forms}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -170,7 +171,7 @@ def _api_routes() -> set[tuple[str, str]]:
                 walk(pattern.url_patterns, prefix + str(pattern.pattern))
             elif isinstance(pattern, URLPattern) and prefix.startswith("api/v1/"):
                 route = re.sub(r"<str:pk>", "<pk>", prefix + str(pattern.pattern))
-                view = pattern.callback.cls  # type: ignore[attr-defined]
+                view = pattern.callback.cls  # type: ignore[attr-defined]  # set by DRF's as_view()
                 for method in ("get", "post", "patch", "delete"):
                     if hasattr(view, method) and method in view.http_method_names:
                         found.add((route.removeprefix("api/v1/"), method.upper()))
@@ -212,7 +213,7 @@ def _kill(delivery: Delivery) -> str:
     return kill(delivery, "test: dead").id
 
 
-BODIES = {
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("endpoints", "POST"): {"url": URL},
     ("endpoints/<pk>", "PATCH"): {"description": "changed"},
     ("endpoints/<pk>/recover", "POST"): {"since": "2020-01-01T00:00:00Z"},
@@ -240,7 +241,7 @@ def _path(route: str, ids: dict[str, str], dave_key: str) -> str:
 
 
 def _body(route: str, method: str, ids: dict[str, str]) -> dict:
-    body = dict(BODIES.get((route, method), {}))
+    body: dict[str, Any] = dict(BODIES.get((route, method), {}))
     if body.get("endpoint") == "{endpoint}":
         body["endpoint"] = ids["endpoint"]
     if body.get("ids") == ["{letter}"]:

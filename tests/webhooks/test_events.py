@@ -55,7 +55,7 @@ def test_both_write_paths_store_the_same_fan_out(alice, endpoints, ingest):
 
 
 def test_a_batch_is_one_wake_up(alice, endpoints, monkeypatch):
-    published = []
+    published: list[list[str]] = []
     monkeypatch.setattr(events_service, "publish_deliveries_on_commit", published.append)
     made = events_service.events_ingest(tenant=alice.tenant, inputs=INPUTS * 50)
     assert len(published) == 1

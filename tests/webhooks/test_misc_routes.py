@@ -51,11 +51,11 @@ def test_healthz_stays_200_and_names_the_broker_when_it_is_down(db, settings):
     from config.celery import app
 
     original = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    app.conf["broker_url"] = "redis://127.0.0.1:1/0"
     try:
         response = Client().get("/healthz")
     finally:
-        app.conf.broker_url = original
+        app.conf["broker_url"] = original
     assert response.status_code == 200
     assert response.json()["database"] == "ok"
     assert response.json()["broker"] == "down"

@@ -54,7 +54,7 @@ def post_without_drf(
 ) -> Callable[..., HttpResponse]:
     """`drf_view` with its POST served by `handler`; what DRF set on it (`cls` for the
     schema, `csrf_exempt`) is kept."""
-    instance = drf_view.cls(**drf_view.initkwargs)  # type: ignore[attr-defined]
+    instance = drf_view.cls(**drf_view.initkwargs)  # type: ignore[attr-defined]  # set by as_view()
     if hasattr(instance, "get") and not hasattr(instance, "head"):
         instance.head = instance.get  # as View.setup() does for each request
     allowed = ", ".join(instance.allowed_methods)

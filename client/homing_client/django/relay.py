@@ -29,7 +29,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import DatabaseError, connections, router, transaction
@@ -46,6 +48,14 @@ logger = logging.getLogger("homing_client.relay")
 # HOMING_URL (404, 405) or a rate limit (429). Failing rows on them would burn the whole
 # outbox on one configuration mistake, so the rows wait like when Homing is down.
 NOT_ABOUT_THE_ROW = frozenset({401, 403, 404, 405, 429})
+
+
+class _Notifying(Protocol):
+    """psycopg 3's connection, as far as waiting for NOTIFY goes (psycopg is optional)."""
+
+    def notifies(
+        self, *, timeout: float | None = None, stop_after: int | None = None
+    ) -> Iterator[Any]: ...
 
 
 @dataclass
@@ -238,7 +248,7 @@ class Relay:
         self.max_backoff = max_backoff
         self.alias = using or router.db_for_write(OutboxEvent)
         self.stopping = threading.Event()
-        self._listening_on: object | None = None
+        self._listening_on: _Notifying | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -279,7 +289,7 @@ class Relay:
     def _backoff(self, failures: int) -> float:
         return min(self.max_backoff, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.0)
 
-    def _raw_connection(self) -> object | None:
+    def _raw_connection(self) -> _Notifying | None:
         connection = connections[self.alias]
         if connection.vendor != "postgresql":
             return None
@@ -307,7 +317,7 @@ class Relay:
                 return
             try:
                 # Short slices so that stop() is honoured within a second.
-                for _ in raw.notifies(timeout=min(remaining, 1.0), stop_after=1):  # type: ignore[attr-defined]
+                for _ in raw.notifies(timeout=min(remaining, 1.0), stop_after=1):
                     return
             except Exception as error:
                 logger.warning("Lost the outbox notification channel: %s", error)

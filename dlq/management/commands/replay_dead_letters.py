@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import QuerySet
@@ -87,6 +87,6 @@ class Command(BaseCommand):
             moment = timezone.make_aware(moment, UTC)
         return moment
 
-    def _refuse(self, message: str) -> None:
+    def _refuse(self, message: str) -> NoReturn:
         self.stderr.write(message)
         raise SystemExit(2)

@@ -11,8 +11,11 @@ import pytest
 from deliveries.worker.supervisor import EXIT_CODE, Heartbeat, Supervisor, Watched
 
 
-class FakeThread:
+class FakeThread(threading.Thread):
+    """Never started: alive until the test says otherwise."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.alive = True
 
     def is_alive(self) -> bool:
