@@ -87,6 +87,13 @@ class Bench(
             self.start_web()
             self.ordering(max(self.args.workers))
             return
+        if self.args.only == "drain":
+            self.start_web()
+            self.raw_ceiling()
+            self.aiohttp_ceiling()
+            for workers in self.args.workers:
+                self.backlog(workers, profile=False)
+            return
         if self.args.only == "share":
             self.start_web()
             self.tenant_share()
@@ -177,10 +184,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering", "share"],
+        choices=["ingestion", "ordering", "share", "drain"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
-        "share: only a quiet tenant beside another tenant's slow endpoints",
+        "share: only a quiet tenant beside another tenant's slow endpoints; "
+        "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers)",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)
