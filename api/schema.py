@@ -132,7 +132,7 @@ class ApiSchema(AutoSchema):
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "api.authentication.ApiKeyAuthentication"
+    target_class = "webhooks.api.authentication.ApiKeyAuthentication"  # a path: no import
     name = "apiKey"
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:

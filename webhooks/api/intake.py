@@ -23,9 +23,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from rest_framework.renderers import JSONRenderer
 
-from api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge, Throttled
 from deliveries.statuses import public_status
+from webhooks.api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from webhooks.models import Tenant
 from webhooks.services.backpressure import intake_admit, intake_admitted
 from webhooks.services.event_input import (
