@@ -25,7 +25,7 @@ import time
 
 from django.db import connection, transaction
 
-from config.celery import app
+from core.celery import app
 from deliveries.models import Delivery
 from deliveries.services.lifecycle import (
     DEACTIVATED_REASON,

@@ -22,10 +22,10 @@ from typing import Protocol
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from config.logs import delivery_log_context
 from core import counters
 from core.clock import database_now
 from deliveries import retry
+from deliveries.log_context import delivery_log_context
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from config.logs import delivery_log_context
+from deliveries.log_context import delivery_log_context
 from deliveries.models import Delivery
 from deliveries.services.claims import Claimed
 from dlq.models import DeadLetter
