@@ -21,7 +21,7 @@ from deliveries.services.health import (
     operational_events_emit,
 )
 from deliveries.services.ordering import delivery_leave_line
-from dlq.services.dead_letters import dead_letters_create
+from deliveries.signals import deliveries_died_send
 from webhooks.models import Endpoint
 
 DEACTIVATED_REASON = "endpoint deactivated"
@@ -102,7 +102,7 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
             _Parked(d_id, tenant, event_id, endpoint_id, ClaimedEvent(event_id, t, None, now))
             for d_id, tenant, event_id, t in rows
         ]
-        dead_letters_create(
+        deliveries_died_send(
             deliveries=parked,  # type: ignore[arg-type]
             reasons=[reason] * len(parked),
             dead_at=now,

@@ -38,6 +38,18 @@ def dead_letters_create(
     transaction.on_commit(lambda: _log_deaths(deaths))
 
 
+def deliveries_died_received(
+    sender: object,
+    *,
+    deliveries: Sequence[Delivery | Claimed],
+    reasons: Sequence[str],
+    dead_at: datetime,
+    **_: object,
+) -> None:
+    """The receiver of deliveries.signals.deliveries_died (connected in dlq/apps.py)."""
+    dead_letters_create(deliveries=deliveries, reasons=reasons, dead_at=dead_at)
+
+
 def _log_deaths(deaths: list[tuple[dict[str, str], str]]) -> None:
     for ids, reason in deaths:
         logger.warning("delivery %s is dead: %s", ids["delivery_id"], reason, extra=ids)
