@@ -52,6 +52,11 @@ def endpoint_backlog_publish_on_commit(*, endpoint_id: str) -> None:
     transaction.on_commit(lambda: _publish(endpoint_id))
 
 
+def endpoint_retired_received(sender: object, *, endpoint_id: str, **_: object) -> None:
+    """The receiver of webhooks.signals.endpoint_retired (connected in deliveries/apps.py)."""
+    endpoint_backlog_publish_on_commit(endpoint_id=endpoint_id)
+
+
 def _publish(endpoint_id: str) -> None:
     try:
         app.send_task(CLEAR_TASK, args=[endpoint_id])

@@ -11,9 +11,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery
+from deliveries.services.events import EVENT_COLUMNS, event_ingest
 from webhooks.models import Endpoint, Event, RoutingVersion
 from webhooks.services import routing
-from webhooks.services.events import EVENT_COLUMNS, event_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,17 +24,17 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.renderers import JSONRenderer
 
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge, Throttled
+from deliveries.services.backpressure import intake_admit, intake_admitted
+from deliveries.services.events import IngestedEvent, events_ingest
 from deliveries.statuses import public_status
 from webhooks.api.authentication import KEYWORD, ApiKeyRefused, tenant_from_authorization
 from webhooks.models import Tenant
-from webhooks.services.backpressure import intake_admit, intake_admitted
 from webhooks.services.event_input import (
     EventInput,
     event_batch_validate,
     event_input_validate,
     json_body_parse,
 )
-from webhooks.services.events import IngestedEvent, events_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from api.filters import QueryFilter, QueryFilters, event_type_filter
 from api.schema import RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors
 from api.scoping import TenantScoped
+from deliveries.services.events import endpoint_send_test
 from webhooks.api import intake
 from webhooks.api.serializers import (
     ConsumerKeyCreateSerializer,
@@ -38,7 +39,6 @@ from webhooks.services.endpoints import (
     endpoint_delete,
     endpoint_rotate_secret,
     endpoint_secret,
-    endpoint_send_test,
     endpoint_update,
 )
 
