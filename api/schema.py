@@ -90,6 +90,10 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     }
 
 
+# The description of a POST that takes no body.
+NO_BODY = "Reads no request body (one sent is ignored)."
+
+
 class ApiSchema(AutoSchema):
     """AutoSchema plus the errors every operation of its shape answers."""
 
@@ -123,7 +127,7 @@ class ApiSchema(AutoSchema):
         if "path" in locations:
             implied.append(404)
         # DRF's JSON parser refuses another Content-Type; the event intake reads any body
-        # as JSON (webhooks.api.intake), and its views say so.
+        # as JSON (deliveries.api.intake), and its views say so.
         if operation.get("requestBody"):
             implied.append(413)  # over DATA_UPLOAD_MAX_MEMORY_SIZE (intake: its own limits)
             if not getattr(self.view, "reads_any_content_type", False):
