@@ -21,7 +21,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from api.authentication import KEYWORD, ApiKeyRefused
+from api.credentials import KEYWORD, ApiKeyRefused
 from core.exceptions import HomingError, Throttled
 
 

@@ -91,6 +91,10 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
     }
 
 
+# The description of a POST that takes no body.
+NO_BODY = "Reads no request body (one sent is ignored)."
+
+
 class ApiSchema(AutoSchema):
     """AutoSchema plus the errors every operation of its shape answers."""
 
@@ -124,7 +128,7 @@ class ApiSchema(AutoSchema):
         if "path" in locations:
             implied.append(404)
         # DRF's JSON parser refuses another Content-Type; the event intake reads any body
-        # as JSON (webhooks.api.intake), and its views say so.
+        # as JSON (deliveries.api.intake), and its views say so.
         if operation.get("requestBody"):
             implied.append(413)  # over DATA_UPLOAD_MAX_MEMORY_SIZE (intake: its own limits)
             if not getattr(self.view, "reads_any_content_type", False):
@@ -133,7 +137,7 @@ class ApiSchema(AutoSchema):
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "api.authentication.ApiKeyAuthentication"
+    target_class = "webhooks.api.authentication.ApiKeyAuthentication"  # a path: no import
     name = "apiKey"
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:

@@ -3,14 +3,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from celery import Celery
 from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-app = Celery("homing")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+from core.celery import app
+
+__all__ = ["app"]
 
 
 @setup_logging.connect

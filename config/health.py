@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from config.celery import app
+from core.celery import app
 
 # A health check must answer quickly even when the broker hangs.
 BROKER_TIMEOUT_SECONDS = 1

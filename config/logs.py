@@ -3,7 +3,8 @@
 With `json` every line of every process (web, worker, scheduler, commands) is one JSON
 object with `time`, `level`, `logger`, `message`, plus the ids a line is about: lines
 logged while serving an API request carry its `request_id`; lines about a delivery pass
-`tenant_id`, `event_id`, `delivery_id`, `endpoint_id` through `extra=`.
+`tenant_id`, `event_id`, `delivery_id`, `endpoint_id` through `extra=`
+(deliveries/log_context.py).
 """
 
 from __future__ import annotations
@@ -41,16 +42,6 @@ class RequestIdFilter(logging.Filter):
             if current is not None:
                 record.request_id = current
         return True
-
-
-def delivery_log_context(delivery: Any) -> dict[str, str]:
-    """The `extra=` of a log line about a delivery."""
-    return {
-        "tenant_id": delivery.tenant_id,
-        "event_id": delivery.event_id,
-        "delivery_id": delivery.id,
-        "endpoint_id": delivery.endpoint_id,
-    }
 
 
 def logging_config(*, log_format: str, level: str) -> dict[str, Any]:

@@ -161,8 +161,8 @@ except ValueError as exc:
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.IsTenant"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["webhooks.api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["webhooks.api.permissions.IsTenant"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "api.negotiation.FirstRendererFallback",  # no 406
@@ -249,7 +249,7 @@ HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
 HOMING_MAX_ENDPOINTS_PER_TENANT = int(
     number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
 )
-# Backpressure (webhooks/services/backpressure.py): events one tenant may post per second
+# Backpressure (deliveries/services/backpressure.py): events one tenant may post per second
 # (empty: no limit) and unfinished deliveries it may have; over either, 429. A tenant's
 # own figures (manage.py tenant_limits) override these.
 HOMING_TENANT_EVENT_RATE = (

@@ -22,6 +22,7 @@ from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
 from core.exceptions import HomingError
 from deliveries.models import Delivery
+from deliveries.services.events import endpoint_send_test
 from deliveries.services.lifecycle import delivery_retry_now
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
@@ -257,7 +258,7 @@ def endpoint_action(request: HttpRequest, pk: str) -> HttpResponse:
         )
     elif action == "test":
         try:
-            endpoint_services.endpoint_send_test(endpoint=found)
+            endpoint_send_test(endpoint=found)
             messages.success(request, "Test event sent: see it under recent deliveries.")
         except HomingError as error:
             messages.error(request, error.message)

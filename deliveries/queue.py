@@ -27,8 +27,8 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
-from config.celery import app
 from core.background import Gatherer
+from core.celery import app
 from core.redis import redis_client
 
 logger = logging.getLogger(__name__)

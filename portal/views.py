@@ -16,6 +16,7 @@ from console import selectors
 from console.paging import BadCursor
 from core.exceptions import HomingError, InvalidInput
 from deliveries.models import Delivery
+from deliveries.services.events import endpoint_send_test
 from deliveries.services.lifecycle import delivery_retry_now
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.replay import dead_letter_replay
@@ -232,7 +233,7 @@ def endpoint_action(request: HttpRequest, pk: str) -> HttpResponse:
                 endpoint_services.endpoint_update(endpoint=found, is_active=wanted)
             return _done("portal:endpoint", f"{action}d", pk=pk)
         if action == "test":
-            endpoint_services.endpoint_send_test(endpoint=found)
+            endpoint_send_test(endpoint=found)
             return _done("portal:endpoint", "tested", pk=pk)
         if action == "delete":
             endpoint_services.endpoint_delete(endpoint=found)

@@ -1,7 +1,11 @@
 """The import graph of the apps, read with `ast` (nothing is imported or run).
 
-Rules (STYLE.md habit 3, LAYOUT.md): models point webhooks <- deliveries <- dlq; no app
-imports another app's views; no two files import each other; `core/` imports no app.
+Rules (STYLE.md habit 3, LAYOUT.md): the packages form layers, `LAYERS` from the bottom,
+and every module (models, services, selectors, views, tasks, commands) imports only its
+own package and those below it: models point webhooks <- deliveries <- dlq, and so does
+everything else. A lower app reaches a higher one only through a signal it sends, whose
+receiver the higher app connects in its `AppConfig.ready()`. No app imports another
+app's views; no two files import each other; `core/` imports no app.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ APPS = ("webhooks", "deliveries", "dlq", "console", "portal")
 PACKAGES = ("core", "api", "config", *APPS)
 # app -> apps whose models it must never import (the arrows point the other way).
 FORBIDDEN_MODELS = {"webhooks": ("deliveries", "dlq"), "deliveries": ("dlq",)}
+# From the bottom: plumbing (`core`, then `api`, the DRF pieces every app's API uses), the
+# apps in the order their models point, the UIs over them, and the project (`config`:
+# settings, urls, the processes' set-up) on top.
+LAYERS = ("core", "api", "webhooks", "deliveries", "dlq", "console", "portal", "config")
 
 
 def _module_name(path: Path) -> str:
@@ -40,6 +48,14 @@ def import_graph() -> dict[str, set[str]]:
                     imported.update(f"{node.module}.{alias.name}" for alias in node.names)
             graph[module] = {name for name in imported if name.split(".")[0] in PACKAGES}
     return graph
+
+
+def _file_of(graph: dict[str, set[str]], name: str) -> str | None:
+    """The module an imported name lives in: `from a.b import c` names a.b.c, which is a
+    module or something inside a.b."""
+    while name and name not in graph:
+        name = name.rpartition(".")[0]
+    return name or None
 
 
 def _top(module: str) -> str:
@@ -83,6 +99,19 @@ def test_models_point_one_way():
     assert offenders == []
 
 
+def test_every_module_imports_only_its_layer_and_those_below():
+    assert sorted(LAYERS) == sorted(PACKAGES)
+    rank = {package: n for n, package in enumerate(LAYERS)}
+    graph = import_graph()
+    upward = {
+        f"{module} -> {_file_of(graph, name)}"
+        for module, names in graph.items()
+        for name in names
+        if rank[_top(name)] > rank[_top(module)]
+    }
+    assert sorted(upward) == []
+
+
 def test_core_imports_no_app():
     offenders = [
         f"{module} -> {name}"
@@ -96,18 +125,11 @@ def test_core_imports_no_app():
 
 def test_no_two_files_import_each_other():
     graph = import_graph()
-
-    def file_of(name: str) -> str | None:
-        # `from a.b import c` names a.b.c, which is a module or something inside a.b.
-        while name and name not in graph:
-            name = name.rpartition(".")[0]
-        return name or None
-
     edges = {
         (module, target)
         for module, names in graph.items()
         for name in names
-        if (target := file_of(name)) and target != module
+        if (target := _file_of(graph, name)) and target != module
     }
     cycles = sorted({tuple(sorted(pair)) for pair in edges if pair[::-1] in edges})
     assert cycles == []

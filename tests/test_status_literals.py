@@ -15,7 +15,7 @@ HOME = "deliveries/statuses.py"
 # Same word, other meaning: (file, word) -> why it stays.
 NOT_STATUSES = {
     ("deliveries/services/health.py", "succeeded"): "the reason of an endpoint.recovered event",
-    ("webhooks/services/backpressure.py", "held"): "a __slots__ name",
+    ("deliveries/services/backpressure.py", "held"): "a __slots__ name",
     ("console/services/demo_data.py", "dead"): "the SQL parameter counting dead ones",
 }
 

@@ -19,9 +19,9 @@ from django.db import connection, transaction
 
 from core import crypto
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
-from deliveries.signing import generate_secret
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Event, Tenant
+from webhooks.secrets import generate_secret
 
 TENANTS = {
     "ten_demo_acme": ("Acme Shop", ["shop.acme.example", "erp.acme.example"]),

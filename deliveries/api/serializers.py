@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from rest_framework import serializers
 
 from api.fields import BlankAsNullField
 from deliveries.models import Attempt, Delivery
 from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 from deliveries.statuses import public_status
+from webhooks.models import Event
+from webhooks.services.event_input import EVENT_TYPE
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -71,3 +76,57 @@ class FeedPageSerializer(serializers.Serializer):
 class FeedExpiredSerializer(serializers.Serializer):
     message = serializers.CharField()
     oldest_sequence = serializers.IntegerField()
+
+
+class TestEventSerializer(serializers.Serializer):
+    event_id = serializers.CharField(read_only=True)
+    delivery_id = serializers.CharField(read_only=True)
+
+
+class EventCreateSerializer(serializers.Serializer):
+    """The body of POST /events, for the OpenAPI schema only.
+
+    Validation lives in `webhooks.services.event_input`, shared by every entry point.
+    """
+
+    type = serializers.RegexField(f"^{EVENT_TYPE.pattern}$", max_length=255)
+    data = serializers.DictField()  # type: ignore[assignment]  # a declared field, not Serializer.data
+    ordering_key = serializers.RegexField(
+        r"^[^\x00-\x1f\x7f-\x9f]{1,255}$", required=False, allow_null=True, max_length=255
+    )
+
+
+class EventBatchCreateSerializer(serializers.Serializer):
+    """The body of POST /events/batch, for the OpenAPI schema only."""
+
+    events = serializers.ListField(
+        child=EventCreateSerializer(), min_length=1, max_length=settings.HOMING_MAX_BATCH_EVENTS
+    )
+
+
+class EventDeliverySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    endpoint_id = serializers.CharField()
+    sequence = serializers.IntegerField()
+    status = serializers.SerializerMethodField()
+
+    def get_status(self, delivery: Any) -> str:
+        return public_status(delivery.status)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    deliveries = EventDeliverySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Event
+        fields = ["id", "type", "data", "ordering_key", "created_at", "deliveries"]
+
+
+class EventSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Event
+        fields = ["id", "type", "data", "ordering_key", "created_at"]
+
+
+class EventBatchSerializer(serializers.Serializer):
+    events = EventSerializer(many=True)

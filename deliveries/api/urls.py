@@ -9,4 +9,9 @@ urlpatterns = [
     path("deliveries/<str:pk>", views.DeliveryDetail.as_view(), name="delivery-detail"),
     path("deliveries/<str:pk>/retry", views.DeliveryRetry.as_view(), name="delivery-retry"),
     path("endpoints/<str:pk>/messages", views.EndpointMessages.as_view(), name="endpoint-messages"),
+    path("endpoints/<str:pk>/test", views.EndpointSendTest.as_view(), name="endpoint-test"),
+    path("events", views.EventList.as_view(), name="event-list"),
+    # Before `events/<pk>`, which would otherwise take "batch" for an id.
+    path("events/batch", views.EventBatch.as_view(), name="event-batch"),
+    path("events/<str:pk>", views.EventDetail.as_view(), name="event-detail"),
 ]

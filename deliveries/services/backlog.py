@@ -1,6 +1,6 @@
 """How many unfinished deliveries a tenant has, counted only as far as a question needs.
 
-Backpressure (webhooks/services/backpressure.py) asks "has this tenant reached N?": the
+Backpressure (deliveries/services/backpressure.py) asks "has this tenant reached N?": the
 count stops at N rows, walking the index `delivery_tenant_status` (tenant, status, ...)
 for the unfinished statuses, so it costs what the tenant's backlog costs up to N and
 never touches other tenants' rows.

@@ -25,7 +25,7 @@ import time
 
 from django.db import connection, transaction
 
-from config.celery import app
+from core.celery import app
 from deliveries.models import Delivery
 from deliveries.services.lifecycle import (
     DEACTIVATED_REASON,
@@ -50,6 +50,11 @@ TASK_SECONDS = 20.0
 def endpoint_backlog_publish_on_commit(*, endpoint_id: str) -> None:
     """Start clearing the endpoint's backlog once the current transaction commits."""
     transaction.on_commit(lambda: _publish(endpoint_id))
+
+
+def endpoint_retired_received(sender: object, *, endpoint_id: str, **_: object) -> None:
+    """The receiver of webhooks.signals.endpoint_retired (connected in deliveries/apps.py)."""
+    endpoint_backlog_publish_on_commit(endpoint_id=endpoint_id)
 
 
 def _publish(endpoint_id: str) -> None:

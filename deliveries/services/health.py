@@ -25,9 +25,9 @@ from django.db.models import Q
 
 from core.clock import database_now
 from deliveries import concurrency, retry
+from deliveries.services.events import events_ingest
 from webhooks.models import Endpoint, Tenant
 from webhooks.services.event_input import RESERVED_TYPE_PREFIX, EventInput
-from webhooks.services.events import events_ingest
 
 logger = logging.getLogger(__name__)
 

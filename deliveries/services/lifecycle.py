@@ -9,7 +9,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.clock import database_now
-from core.exceptions import HomingError
 from core.redis import once_claim, once_release
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
@@ -21,8 +20,9 @@ from deliveries.services.health import (
     operational_events_emit,
 )
 from deliveries.services.ordering import delivery_leave_line
-from dlq.services.dead_letters import dead_letters_create
+from deliveries.signals import deliveries_died_send
 from webhooks.models import Endpoint
+from webhooks.services.endpoints import EndpointInactive
 
 DEACTIVATED_REASON = "endpoint deactivated"
 # Deliveries parked per transaction: a 50,000-deep backlog is parked in short
@@ -102,7 +102,7 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
             _Parked(d_id, tenant, event_id, endpoint_id, ClaimedEvent(event_id, t, None, now))
             for d_id, tenant, event_id, t in rows
         ]
-        dead_letters_create(
+        deliveries_died_send(
             deliveries=parked,
             reasons=[reason] * len(parked),
             dead_at=now,
@@ -130,10 +130,6 @@ def endpoint_deactivate(*, endpoint_id: str, reason: str = GONE_REASON) -> bool:
 # A manual retry waits for an attempt in flight this many seconds at most: longer than
 # any lease, after which the scheduler has taken a dead worker's delivery back.
 RETRY_WAIT_TRIES = 120
-
-
-class EndpointInactive(HomingError):
-    status_code = 409
 
 
 def delivery_retry_now(*, delivery: Delivery) -> Delivery:

@@ -22,10 +22,10 @@ from typing import Protocol
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from config.logs import delivery_log_context
 from core import counters
 from core.clock import database_now
 from deliveries import retry
+from deliveries.log_context import delivery_log_context
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
@@ -43,7 +43,7 @@ from deliveries.services.health import (
 )
 from deliveries.services.ordering import deliveries_release_next, max_block_verdict
 from deliveries.services.outcomes import NextState, next_state
-from dlq.services.dead_letters import dead_letters_create
+from deliveries.signals import deliveries_died_send
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
         deliveries_release_next(finished=finished_in_line, now=now)
         Attempt.objects.bulk_create(attempts, ignore_conflicts=expired_only)
         if dead:
-            dead_letters_create(
+            deliveries_died_send(
                 deliveries=[d for d, _ in dead],
                 reasons=[r for _, r in dead],
                 dead_at=now,

@@ -38,14 +38,14 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from config.logs import delivery_log_context
-from config.version import VERSION
 from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
 from core.crypto import DecryptionFailed
+from core.version import VERSION
 from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
 from deliveries.fair_share import DueEndpoint, fair_shares
+from deliveries.log_context import delivery_log_context
 from deliveries.policy import Policy, current_policy
 from deliveries.retry import ErrorKind
 from deliveries.sender import Sender, SendResult

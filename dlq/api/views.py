@@ -11,7 +11,6 @@ from rest_framework.response import Response
 from api.filters import QueryFilter, QueryParameters, event_type_filter, id_filter, query_values
 from api.pagination import NewestFirstPagination
 from api.schema import errors
-from api.scoping import TenantScoped, scope_of
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -24,6 +23,7 @@ from dlq.selectors import dead_letters_in_queue, dead_letters_matching
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover, replay_job_create
+from webhooks.api.scoping import TenantScoped, scope_of
 from webhooks.models import Endpoint
 
 

@@ -3,35 +3,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
 
 from django.db import transaction
 
-from config.logs import delivery_log_context
+from deliveries.log_context import delivery_log_context
+from deliveries.signals import Dying
 from dlq.models import DeadLetter
 
 logger = logging.getLogger(__name__)
-
-
-class _Typed(Protocol):
-    @property
-    def type(self) -> str: ...
-
-
-class Dying(Protocol):
-    """What parking reads of a delivery: a Delivery row, claims.Claimed, recording.Held
-    and lifecycle._Parked all have it."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def endpoint_id(self) -> str: ...
-    @property
-    def event(self) -> _Typed: ...
 
 
 def dead_letters_create(
@@ -56,6 +35,18 @@ def dead_letters_create(
         (delivery_log_context(d), reason) for d, reason in zip(deliveries, reasons, strict=True)
     ]
     transaction.on_commit(lambda: _log_deaths(deaths))
+
+
+def deliveries_died_received(
+    sender: object,
+    *,
+    deliveries: Sequence[Dying],
+    reasons: Sequence[str],
+    dead_at: datetime,
+    **_: object,
+) -> None:
+    """The receiver of deliveries.signals.deliveries_died (connected in dlq/apps.py)."""
+    dead_letters_create(deliveries=deliveries, reasons=reasons, dead_at=dead_at)
 
 
 def _log_deaths(deaths: list[tuple[dict[str, str], str]]) -> None:

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from config.celery import app
+from core.celery import app
 from dlq.models import ReplayJob
 from dlq.selectors import Criteria, dead_letters_waiting
 from dlq.services.replay import NotReplayable, dead_letters_replay

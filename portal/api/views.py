@@ -6,9 +6,9 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.scoping import scope_of
 from portal.api.serializers import PortalLinkSerializer, PortalSessionCreateSerializer
 from portal.services.sessions import portal_session_create
+from webhooks.api.scoping import scope_of
 
 
 class PortalSessionCreate(generics.GenericAPIView):

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory
 from rest_framework.views import APIView
 
-from api.authentication import ApiKeyRefused, NotForConsumers
+from api.credentials import ApiKeyRefused
 from core.exceptions import (
     Busy,
     IdempotencyKeyInUse,
@@ -23,10 +23,11 @@ from core.exceptions import (
     PayloadTooLarge,
     Throttled,
 )
+from deliveries.api import intake
 from deliveries.selectors import FeedExpired
-from webhooks.api import intake
+from deliveries.services import backpressure
 from webhooks.api import views as webhook_views
-from webhooks.services import backpressure
+from webhooks.api.authentication import NotForConsumers
 
 # What a client reads of an error besides status and body. (DRF also adds `Vary: Accept`,
 # which says nothing about the error.)

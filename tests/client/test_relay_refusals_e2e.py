@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from deliveries.services.backpressure import tenant_limits_set
 from tests.processes import wait_until
 from webhooks.models import Event
-from webhooks.services.backpressure import tenant_limits_set
 
 pytestmark = pytest.mark.e2e
 

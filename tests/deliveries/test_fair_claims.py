@@ -11,10 +11,10 @@ from django.db import connection, transaction
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.services.claims import deliveries_claim, deliveries_claim_fairly, due_endpoints
+from deliveries.services.events import events_ingest
 from tests.databases import postgresql_only
 from webhooks.models import Endpoint
 from webhooks.services.event_input import EventInput
-from webhooks.services.events import events_ingest
 
 
 def endpoint(actor, n: int = 0) -> Endpoint:

@@ -14,11 +14,11 @@ from deliveries.policy import current_policy
 from deliveries.retry import ErrorKind
 from deliveries.sender import SendResult
 from deliveries.services.claims import deliveries_claim
+from deliveries.services.events import event_ingest
 from deliveries.services.lifecycle import deliveries_kill_for_endpoint, delivery_retry_now
 from deliveries.services.recording import Outcome, attempts_record
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint
-from webhooks.services.events import event_ingest
 
 from ..dlq.test_replay import run_replay_jobs
 from .test_sequences import make_endpoint

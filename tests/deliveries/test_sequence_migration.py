@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from deliveries.models import Delivery, SequenceCounter
+from deliveries.services.events import event_ingest
 from webhooks.models import Tenant
-from webhooks.services.events import event_ingest
 
 from ..webhooks.test_migrations import latest, migrate
 

@@ -9,11 +9,10 @@ import pytest
 from django.db import connection, connections, transaction
 
 from deliveries.models import Delivery, SequenceCounter
+from deliveries.services.events import endpoint_send_test, event_ingest, events_ingest
 from deliveries.services.sequences import sequences_numbered
 from webhooks.models import Endpoint
-from webhooks.services.endpoints import endpoint_send_test
 from webhooks.services.event_input import EventInput
-from webhooks.services.events import event_ingest, events_ingest
 
 
 def make_endpoint(actor, **fields):

@@ -13,12 +13,12 @@ from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError as SvixVerificationError
 
 from deliveries.signing import (
-    generate_secret,
     payload_bytes,
     secret_key,
     sign,
     webhook_headers,
 )
+from webhooks.secrets import generate_secret
 
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SPEC_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"

@@ -9,9 +9,9 @@ import pytest
 from django.db import connections
 
 from deliveries.models import Delivery
+from deliveries.services.events import event_ingest
 from tests.processes import wait_until
 from tests.receivers import Answer
-from webhooks.services.events import event_ingest
 
 from .test_delivery import delivery_of, make_endpoint, send_event
 

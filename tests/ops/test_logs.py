@@ -9,7 +9,8 @@ import logging
 import pytest
 from pythonjsonlogger.json import JsonFormatter
 
-from config.logs import JSON_FORMAT, RequestIdFilter, delivery_log_context, request_id
+from config.logs import JSON_FORMAT, RequestIdFilter, request_id
+from deliveries.log_context import delivery_log_context
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ from django.core.management import CommandError, call_command
 
 from core.redis import redis_client
 from deliveries.models import Delivery
+from deliveries.services import backpressure
 from deliveries.services.sequences import sequences_take
 from webhooks.models import Event, IdempotencyRecord, Tenant
-from webhooks.services import backpressure, tenants
+from webhooks.services import tenants
 
 EVENT = {"type": "order.paid", "data": {"n": 1}}
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from deliveries.services.backpressure import tenant_limits_set
 from tests.processes import Web
 from webhooks.models import Event
-from webhooks.services.backpressure import tenant_limits_set
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from rest_framework.renderers import JSONRenderer
 
+from deliveries.api.serializers import EventSerializer
 from deliveries.models import Delivery
-from webhooks.api.serializers import EventSerializer
 from webhooks.models import Event, IdempotencyRecord
 
 

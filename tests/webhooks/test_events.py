@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deliveries.models import Delivery
+from deliveries.services import events as events_service
 from webhooks.models import Endpoint, Event
-from webhooks.services import events as events_service
 from webhooks.services.event_input import EventInput
 
 INPUTS = [EventInput("order.paid", {"n": 1}), EventInput("invoice.sent", {"é": "ü"})]

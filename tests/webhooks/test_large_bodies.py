@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from deliveries.api import intake
 from tests.processes import Web
-from webhooks.api import intake
 from webhooks.models import Event
 
 # Within HOMING_MAX_BATCH_BYTES (8 MiB), the most objects a body can hold: 200 MB parsed.

@@ -8,8 +8,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from deliveries.signing import generate_secret
 from webhooks.models import Endpoint
+from webhooks.secrets import generate_secret
 from webhooks.services.endpoints import endpoint_signing_secrets
 
 BEFORE = [("webhooks", "0002_delete_counter")]

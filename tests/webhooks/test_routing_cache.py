@@ -11,9 +11,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery
+from deliveries.services.events import EVENT_COLUMNS, event_ingest
 from webhooks.models import Endpoint, Event, RoutingVersion
 from webhooks.services import routing
-from webhooks.services.events import EVENT_COLUMNS, event_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -136,7 +136,7 @@ def test_routing_that_keeps_changing_is_a_json_503(alice, monkeypatch):
     def changing(**kwargs):
         raise routing.RoutingChanged("the endpoints kept changing; nothing was written")
 
-    monkeypatch.setattr("webhooks.api.intake.events_ingest", changing)
+    monkeypatch.setattr("deliveries.api.intake.events_ingest", changing)
     answer = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
     assert answer.status_code == 503
     assert answer.json() == {"message": "the endpoints kept changing; nothing was written"}

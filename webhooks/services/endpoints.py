@@ -9,13 +9,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core import crypto
-from core.exceptions import InvalidInput
-from deliveries.services.creation import deliveries_create_for_event
-from deliveries.services.endpoint_backlogs import endpoint_backlog_publish_on_commit
-from deliveries.services.lifecycle import EndpointInactive
-from deliveries.signing import generate_secret
-from webhooks.models import Endpoint, Event, Tenant
+from core.exceptions import HomingError, InvalidInput
+from webhooks.models import Endpoint, Tenant
+from webhooks.secrets import generate_secret
 from webhooks.services.endpoint_rules import endpoint_fields_check
+from webhooks.signals import endpoint_retired
 
 HEALTH_CLEARED = {
     "circuit_state": Endpoint.Circuit.CLOSED,
@@ -37,6 +35,12 @@ ENDPOINT_FIELDS = (
 # keeps the newest this many (a receiver lagging further behind than that is lost).
 MAX_PREVIOUS_SECRETS = 10
 TEST_EVENT_TYPE = "homing.test"
+
+
+class EndpointInactive(HomingError):
+    """Something only an active endpoint can do (a test event, a retry): activate it first."""
+
+    status_code = 409
 
 
 def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
@@ -73,7 +77,7 @@ def endpoint_limit_check(*, tenant: Tenant) -> None:
 def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     """Change fields, in one short transaction whatever the backlog: deactivating stops
     claims at once, and a background job parks the pending deliveries in the dead-letter
-    queue afterwards (deliveries/services/endpoint_backlogs.py)."""
+    queue afterwards (deliveries/services/endpoint_backlogs.py, told by `endpoint_retired`)."""
     _check_names(fields)
     fields = endpoint_fields_check(fields=fields)
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
@@ -86,7 +90,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
         setattr(endpoint, name, value)
     endpoint.save(update_fields=[*fields, "updated_at"])
     if was_active and not endpoint.is_active:
-        endpoint_backlog_publish_on_commit(endpoint_id=endpoint.id)
+        endpoint_retired.send(sender=Endpoint, endpoint_id=endpoint.id)
     return endpoint
 
 
@@ -107,7 +111,7 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
             is_active=False, deleted_at=now, updated_at=now
         )
         if marked:
-            endpoint_backlog_publish_on_commit(endpoint_id=endpoint.pk)
+            endpoint_retired.send(sender=Endpoint, endpoint_id=endpoint.pk)
 
 
 def endpoint_secret(*, endpoint: Endpoint) -> str:
@@ -185,16 +189,3 @@ def endpoint_secrets_reencrypt() -> int:
             endpoint.save(update_fields=["secret", "previous_secrets", "headers"])
         done += 1
     return done
-
-
-@transaction.atomic
-def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Any]:
-    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
-    the way to check a new endpoint's URL and signature verification end to end."""
-    if not endpoint.is_active:
-        raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
-    event = Event.objects.create(
-        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
-    )
-    [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
-    return event, delivery

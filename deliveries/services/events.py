@@ -24,15 +24,18 @@ from core import counters
 from core.clock import database_now
 from core.ids import new_id
 from core.postgresql.prepared import prepared_cursor
+from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
     NewDelivery,
     deliveries_build,
+    deliveries_create_for_event,
     deliveries_create_for_events,
     deliveries_insert_ctes,
     deliveries_numbered,
 )
 from webhooks.models import Endpoint, Event, Tenant
+from webhooks.services.endpoints import TEST_EVENT_TYPE, EndpointInactive
 from webhooks.services.event_input import EventInput
 from webhooks.services.routing import (
     Routing,
@@ -221,3 +224,16 @@ def _ingest_with_the_orm(
         )
         for event, deliveries in zip(events, per_event, strict=True)
     ]
+
+
+@transaction.atomic
+def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Delivery]:
+    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
+    the way to check a new endpoint's URL and signature verification end to end."""
+    if not endpoint.is_active:
+        raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
+    event = Event.objects.create(
+        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
+    )
+    [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
+    return event, delivery

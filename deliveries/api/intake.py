@@ -22,19 +22,19 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from api.authentication import ApiKeyRefused, tenant_from_authorization
 from api.errors import api_error_response, render_json
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
+from deliveries.services.backpressure import intake_admit, intake_admitted
+from deliveries.services.events import IngestedEvent, events_ingest
 from deliveries.statuses import public_status
+from webhooks.api.authentication import ApiKeyRefused, tenant_from_authorization
 from webhooks.models import Tenant
-from webhooks.services.backpressure import intake_admit, intake_admitted
 from webhooks.services.event_input import (
     EventInput,
     event_batch_validate,
     event_input_validate,
     json_body_parse,
 )
-from webhooks.services.events import IngestedEvent, events_ingest
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII

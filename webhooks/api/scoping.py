@@ -12,7 +12,7 @@ from webhooks.scope import Scope
 
 
 def scope_of(request: Request) -> Scope:
-    """The caller's Scope, which api.authentication puts in `request.auth` (DRF's stubs
+    """The caller's Scope, which webhooks.api.authentication puts in `request.auth` (DRF's stubs
     type that as a token)."""
     return cast(Scope, request.auth)
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from deliveries.services.backpressure import tenant_limits_effective, tenant_limits_set
 from webhooks.models import Tenant
-from webhooks.services.backpressure import tenant_limits_effective, tenant_limits_set
 
 
 def _count(raw: str, *, words: dict[str, int | None], option: str) -> int | None:

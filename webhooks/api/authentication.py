@@ -3,18 +3,14 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from api.credentials import KEYWORD, ApiKeyRefused
 from core.exceptions import HomingError
 from webhooks.models import Tenant
 from webhooks.scope import Scope
 from webhooks.services.consumer_keys import CONSUMER_KEY_PREFIX, consumer_key_authenticate
 from webhooks.services.tenants import api_key_authenticate
 
-KEYWORD = "Bearer"  # the WWW-Authenticate challenge of every 401
 NO_CREDENTIALS = "Authentication credentials were not provided."  # DRF's own wording
-
-
-class ApiKeyRefused(Exception):
-    """A 401: the message says why."""
 
 
 class NotForConsumers(HomingError):

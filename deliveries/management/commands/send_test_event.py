@@ -4,8 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from deliveries.services.events import endpoint_send_test
 from webhooks.models import Endpoint
-from webhooks.services.endpoints import EndpointInactive, endpoint_send_test
+from webhooks.services.endpoints import EndpointInactive
 
 
 class Command(BaseCommand):
