@@ -43,7 +43,7 @@ from deliveries.services.health import (
 )
 from deliveries.services.ordering import deliveries_release_next, max_block_verdict
 from deliveries.services.outcomes import NextState, next_state
-from deliveries.signals import deliveries_died_send
+from deliveries.signals import Dying, deliveries_died_send
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +60,11 @@ LOCK_TIMEOUT = "5s"
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 
 
-class Held(Protocol):
-    """A delivery under a lease: what recording needs of it (claims.Claimed is one)."""
+class Held(Dying, Protocol):
+    """A delivery under a lease: what recording needs of it (claims.Claimed is one); what
+    parking needs (Dying), and more."""
 
     # Read-only: Claimed and Lost are frozen dataclasses.
-    @property
-    def id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
     @property
     def attempt_count(self) -> int: ...
     @property
@@ -78,10 +75,6 @@ class Held(Protocol):
     def head_since(self) -> datetime | None: ...
     @property
     def event(self) -> ClaimedEvent: ...
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def endpoint_id(self) -> str: ...
     @property
     def attempts_in_schedule(self) -> int: ...
 
