@@ -9,33 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
 
 from django.dispatch import Signal
 
+from deliveries.in_hand import InHand
 from deliveries.models import Delivery
-
-
-class _Typed(Protocol):
-    @property
-    def type(self) -> str: ...
-
-
-class Dying(Protocol):
-    """What parking reads of a delivery: a Delivery row, claims.Claimed, recording.Held
-    and lifecycle._Parked all have it."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def endpoint_id(self) -> str: ...
-    @property
-    def event(self) -> _Typed: ...
-
 
 # Sent inside the transaction that moved deliveries to `dead`, with `deliveries` (each with
 # its ids and `event.type`), `reasons` (one each) and `dead_at`. Receivers write in that
@@ -44,7 +22,7 @@ deliveries_died = Signal()
 
 
 def deliveries_died_send(
-    *, deliveries: Sequence[Dying], reasons: Sequence[str], dead_at: datetime
+    *, deliveries: Sequence[InHand], reasons: Sequence[str], dead_at: datetime
 ) -> None:
     """Hand deliveries that gave up to the dead-letter queue. Raises if no app listens: a
     `dead` delivery without its dead letter would be in no queue at all."""

@@ -28,9 +28,8 @@ import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from types import SimpleNamespace
-from typing import Any, Protocol
+from datetime import timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q
@@ -38,6 +37,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from deliveries.fair_share import DueEndpoint, fair_shares
+from deliveries.in_hand import EventInHand, InHand
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import Policy
 from deliveries.services import claim_sql, claims_sqlite
@@ -53,39 +53,12 @@ DUE_ENDPOINTS_LIMIT = 10_000
 ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's filter
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedEvent:
-    id: str
-    type: str
-    data: Any
-    created_at: datetime
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claimed(InHand):
+    """A delivery this worker holds the lease of, with its endpoint loaded for the attempt
+    (its `endpoint_id` is the endpoint's id)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A delivery this worker holds the lease of, with what its attempt needs."""
-
-    id: str
-    tenant_id: str
-    attempt_count: int  # the number of the attempt this claim makes
-    schedule_offset: int
-    sequence: int  # the `homing-sequence` header
-    event: ClaimedEvent
     endpoint: Endpoint
-    ordering_key: str | None = None  # in its key's line (services/ordering.py)
-    head_since: datetime | None = None  # first of that line since
-
-    @property
-    def event_id(self) -> str:
-        return self.event.id
-
-    @property
-    def endpoint_id(self) -> str:
-        return self.endpoint.id
-
-    @property
-    def attempts_in_schedule(self) -> int:
-        return self.attempt_count - self.schedule_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,23 +138,15 @@ def deliveries_due_exist() -> bool:
     return Delivery.objects.filter(PENDING_IN_TIME_ORDER, next_attempt_at__lte=Now()).exists()
 
 
-class Leased(Protocol):
-    """A claimed delivery as the claim left it (Claimed is one)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def attempt_count(self) -> int: ...
-
-
 def deliveries_give_back(
-    *, deliveries: Sequence[Leased], delay: timedelta = timedelta(0), last_error: str | None = None
+    *, deliveries: Sequence[InHand], delay: timedelta = timedelta(0), last_error: str | None = None
 ) -> None:
     """Undo a claim without an attempt: the deliveries are due again after `delay`
     (at once by default); `last_error` says why they wait, when it is worth saying.
     Only those this claim still holds (see `_held_by`)."""
     changes: dict[str, Any] = {} if last_error is None else {"last_error": last_error[:500]}
-    Delivery.objects.filter(_held_by(deliveries)).update(
+    held = [(d.id, d.attempt_count) for d in deliveries]
+    Delivery.objects.filter(_held_by(held)).update(
         status=Delivery.Status.PENDING,
         lease_expires_at=None,
         attempt_count=F("attempt_count") - 1,
@@ -198,20 +163,19 @@ def deliveries_renew_leases(*, held: Sequence[tuple[str, int]], lease_seconds: f
     again meanwhile. How many were renewed."""
     if not held:
         return 0
-    leased = [SimpleNamespace(id=i, attempt_count=n) for i, n in held]
     lease = timedelta(seconds=lease_seconds)
-    return Delivery.objects.filter(_held_by(leased)).update(
+    return Delivery.objects.filter(_held_by(held)).update(
         lease_expires_at=ExpressionWrapper(Now() + lease, output_field=DateTimeField())
     )
 
 
-def _held_by(deliveries: Sequence[Leased]) -> Q:
+def _held_by(held: Sequence[tuple[str, int]]) -> Q:
     """Rows still under the leases these claims took: `delivering`, with the attempt
     number the claim gave them (a claim after a lapsed lease numbers the next attempt,
     so a late give-back, renewal or record from the earlier one changes nothing)."""
     by_count: dict[int, list[str]] = {}
-    for delivery in deliveries:
-        by_count.setdefault(delivery.attempt_count, []).append(delivery.id)
+    for delivery_id, attempt_count in held:
+        by_count.setdefault(attempt_count, []).append(delivery_id)
     if not by_count:
         return Q(pk__in=[])
     either = functools.reduce(
@@ -242,7 +206,7 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
     if not rows:
         return []
     events = {
-        event_id: ClaimedEvent(event_id, event_type, data, created_at)
+        event_id: EventInHand(event_id, event_type, data, created_at)
         for event_id, event_type, data, created_at in Event.objects.filter(
             pk__in={row[2] for row in rows}
         ).values_list("id", "type", "data", "created_at")
@@ -260,6 +224,7 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
             Claimed(
                 id=delivery_id,
                 tenant_id=tenant_id,
+                endpoint_id=endpoint_id,
                 attempt_count=attempt_count,
                 schedule_offset=offset,
                 sequence=sequence,

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.clock import database_now
 from core.redis import once_claim, once_release
+from deliveries.in_hand import EventInHand, InHand
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
-from deliveries.services.claims import ClaimedEvent
 from deliveries.services.health import (
     GONE_REASON,
     endpoint_disabled_event,
@@ -30,15 +29,6 @@ DEACTIVATED_REASON = "endpoint deactivated"
 PARK_BATCH = 1000
 # Parked: due ones and those waiting in their ordering key's line alike.
 WAITING = [Delivery.Status.PENDING, Delivery.Status.HELD]
-
-
-@dataclass(frozen=True, slots=True)
-class _Parked:
-    id: str
-    tenant_id: str
-    event_id: str
-    endpoint_id: str
-    event: ClaimedEvent
 
 
 def deliveries_kill_for_endpoint(
@@ -99,7 +89,12 @@ def _park_batch(endpoint_id: str, reason: str) -> int:
             "id", "tenant_id", "event_id", "event__type"
         )
         parked = [
-            _Parked(d_id, tenant, event_id, endpoint_id, ClaimedEvent(event_id, t, None, now))
+            InHand(
+                id=d_id,
+                tenant_id=tenant,
+                endpoint_id=endpoint_id,
+                event=EventInHand(event_id, t, None, now),
+            )
             for d_id, tenant, event_id, t in rows
         ]
         deliveries_died_send(

@@ -13,7 +13,7 @@ from deliveries.sender import SendResult
 
 
 class InSchedule(Protocol):
-    """All next_state needs of a delivery (a Delivery row, Claimed, recording's Held)."""
+    """All next_state needs of a delivery (a Delivery row, or one in hand: in_hand.py)."""
 
     @property
     def attempts_in_schedule(self) -> int: ...

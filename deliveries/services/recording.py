@@ -17,7 +17,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -25,12 +24,12 @@ from django.utils import timezone
 from core import counters
 from core.clock import database_now
 from deliveries import retry
+from deliveries.in_hand import InHand
 from deliveries.log_context import delivery_log_context
 from deliveries.models import Attempt, Delivery
 from deliveries.policy import Policy
 from deliveries.sender import SendResult
 from deliveries.services.attempt_stats import attempt_minutes_add
-from deliveries.services.claims import ClaimedEvent
 from deliveries.services.health import (
     GONE_REASON,
     HealthChanges,
@@ -43,7 +42,7 @@ from deliveries.services.health import (
 )
 from deliveries.services.ordering import deliveries_release_next, max_block_verdict
 from deliveries.services.outcomes import NextState, next_state
-from deliveries.signals import Dying, deliveries_died_send
+from deliveries.signals import deliveries_died_send
 
 logger = logging.getLogger(__name__)
 
@@ -60,30 +59,11 @@ LOCK_TIMEOUT = "5s"
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 
 
-class Held(Dying, Protocol):
-    """A delivery under a lease: what recording needs of it (claims.Claimed is one); what
-    parking needs (Dying), and more."""
-
-    # Read-only: Claimed and Lost are frozen dataclasses.
-    @property
-    def attempt_count(self) -> int: ...
-    @property
-    def schedule_offset(self) -> int: ...
-    @property
-    def ordering_key(self) -> str | None: ...  # in its key's line (services/ordering.py)
-    @property
-    def head_since(self) -> datetime | None: ...
-    @property
-    def event(self) -> ClaimedEvent: ...
-    @property
-    def attempts_in_schedule(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What was sent (None: nothing, the endpoint was deactivated) and when."""
 
-    delivery: Held
+    delivery: InHand
     result: SendResult | None
     started_at: datetime
     policy: Policy
@@ -196,7 +176,7 @@ def _write_batch(outcomes: list[Outcome], expired_only: bool) -> list[Recorded |
     return _with_deactivations(outcomes, recorded, health.deactivate)
 
 
-def _emit(health: HealthChanges, dead: list[tuple[Held, str]]) -> None:
+def _emit(health: HealthChanges, dead: list[tuple[InHand, str]]) -> None:
     events: list[Operational | None] = list(health.events)
     for delivery, reason in dead:
         events.append(
@@ -302,7 +282,9 @@ def _state_for(outcome: Outcome, now: datetime) -> NextState:
     return state
 
 
-def _within_max_block(delivery: Held, state: NextState, now: datetime, policy: Policy) -> NextState:
+def _within_max_block(
+    delivery: InHand, state: NextState, now: datetime, policy: Policy
+) -> NextState:
     """A failing first of its key's line is retried no later than its
     HOMING_ORDERING_MAX_BLOCK, and dies once that has passed: the key moves on."""
     due, reason = max_block_verdict(
@@ -326,7 +308,7 @@ def _within_max_block(delivery: Held, state: NextState, now: datetime, policy: P
 
 
 def _apply_states(
-    deliveries: list[Held], states: list[NextState], now: datetime, expired_only: bool
+    deliveries: list[InHand], states: list[NextState], now: datetime, expired_only: bool
 ) -> set[str]:
     """Write each delivery's next state if this claim still holds it; returns those ids."""
     if connection.vendor == "postgresql":
@@ -344,7 +326,7 @@ def _apply_states(
 
 
 def _apply_states_at_once(
-    deliveries: list[Held], states: list[NextState], now: datetime, expired_only: bool
+    deliveries: list[InHand], states: list[NextState], now: datetime, expired_only: bool
 ) -> set[str]:
     # One statement for the whole batch instead of one UPDATE per delivery: the
     # recorder's main cost at high throughput. Due times count from the database's
@@ -379,7 +361,7 @@ def _apply_states_at_once(
         return {row[0] for row in cursor.fetchall()}
 
 
-def _attempt_row(delivery: Held, result: SendResult, started_at: datetime) -> Attempt:
+def _attempt_row(delivery: InHand, result: SendResult, started_at: datetime) -> Attempt:
     return Attempt(
         delivery_id=delivery.id,
         number=delivery.attempt_count,

@@ -15,12 +15,13 @@ from typing import cast
 
 from django.db.models.functions import Now
 
+from deliveries.in_hand import EventInHand, InHand
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import wake_workers
 from deliveries.retry import ErrorKind
 from deliveries.sender import SendResult
-from deliveries.services.claims import BATCH_SIZE, ClaimedEvent
+from deliveries.services.claims import BATCH_SIZE
 from deliveries.services.recording import Outcome, attempts_record
 
 logger = logging.getLogger(__name__)
@@ -93,15 +94,15 @@ def deliveries_recover_expired_leases() -> int:
     lost = SendResult.failed(ErrorKind.WORKER_LOST, WORKER_LOST)
     outcomes = [
         Outcome(
-            Lost(
-                d_id,
-                tenant,
-                count,
-                offset,
-                ClaimedEvent(e_id, e_type, None, e_at),
-                endpoint,
-                key,
-                since,
+            InHand(
+                id=d_id,
+                tenant_id=tenant,
+                endpoint_id=endpoint,
+                event=EventInHand(e_id, e_type, None, e_at),
+                attempt_count=count,
+                schedule_offset=offset,
+                ordering_key=key,
+                head_since=since,
             ),
             lost,
             # Never None: `lease_expires_at__lt` leaves out the rows without one.
@@ -116,25 +117,3 @@ def deliveries_recover_expired_leases() -> int:
     if recovered:
         logger.warning("took back %d deliveries from workers that died mid-attempt", recovered)
     return recovered
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """A delivery whose lease expired: what recording needs of it, without event data."""
-
-    id: str
-    tenant_id: str
-    attempt_count: int
-    schedule_offset: int
-    event: ClaimedEvent
-    endpoint_id: str
-    ordering_key: str | None = None
-    head_since: datetime | None = None
-
-    @property
-    def event_id(self) -> str:
-        return self.event.id
-
-    @property
-    def attempts_in_schedule(self) -> int:
-        return self.attempt_count - self.schedule_offset

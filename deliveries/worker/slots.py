@@ -8,23 +8,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Protocol
+
+from deliveries.in_hand import InHand
 
 FORGET_EVERY = 10_000  # requests ended between two clean-ups of quiet endpoints' answers
 FORGET_AFTER_SECONDS = 60.0
-
-
-class InFlight(Protocol):
-    """A claimed delivery as the slots know it (claims.Claimed is one)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def attempt_count(self) -> int: ...  # the claim's: it fences the lease (claims.py)
-    @property
-    def endpoint_id(self) -> str: ...
-    @property
-    def tenant_id(self) -> str: ...
 
 
 class Slots:
@@ -76,7 +64,7 @@ class Slots:
             self._used += granted
             return granted
 
-    def admit(self, deliveries: Sequence[InFlight], reserved: int) -> list[bool]:
+    def admit(self, deliveries: Sequence[InHand], reserved: int) -> list[bool]:
         """For each delivery one claim of at most `reserved` took: may it go now (under
         its endpoint's cap)? Each keeps a capacity slot, admitted or not, counted for its
         tenant and held (its lease renewed) until the caller frees it; reservations
@@ -178,7 +166,7 @@ class Slots:
         ]:
             del self._last_left[endpoint_id]
 
-    def free(self, delivery: InFlight) -> None:
+    def free(self, delivery: InHand) -> None:
         """An admitted attempt is over and recorded, or a refused delivery was given
         back: its capacity slot is free."""
         with self._changed:
@@ -189,7 +177,7 @@ class Slots:
                 del self._tenants[delivery.tenant_id]
             self._changed.notify_all()
 
-    def release(self, delivery: InFlight) -> None:
+    def release(self, delivery: InHand) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
         self.leave(delivery.endpoint_id, answered=False)
         self.free(delivery)

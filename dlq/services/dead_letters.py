@@ -6,15 +6,15 @@ from datetime import datetime
 
 from django.db import transaction
 
+from deliveries.in_hand import InHand
 from deliveries.log_context import delivery_log_context
-from deliveries.signals import Dying
 from dlq.models import DeadLetter
 
 logger = logging.getLogger(__name__)
 
 
 def dead_letters_create(
-    *, deliveries: Sequence[Dying], reasons: Sequence[str], dead_at: datetime
+    *, deliveries: Sequence[InHand], reasons: Sequence[str], dead_at: datetime
 ) -> None:
     """Park deliveries that gave up; `reasons[i]` says why `deliveries[i]` died."""
     DeadLetter.objects.bulk_create(
@@ -40,7 +40,7 @@ def dead_letters_create(
 def deliveries_died_received(
     sender: object,
     *,
-    deliveries: Sequence[Dying],
+    deliveries: Sequence[InHand],
     reasons: Sequence[str],
     dead_at: datetime,
     **_: object,

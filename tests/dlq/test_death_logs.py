@@ -8,6 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from deliveries.in_hand import in_hand_of
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.sender import SendResult
@@ -57,6 +58,8 @@ def test_nothing_is_logged_for_a_death_that_rolls_back(make_actor, caplog):
         pytest.raises(RuntimeError),
         transaction.atomic(),
     ):
-        dead_letters_create(deliveries=[delivery], reasons=["x"], dead_at=timezone.now())
+        dead_letters_create(
+            deliveries=[in_hand_of(delivery)], reasons=["x"], dead_at=timezone.now()
+        )
         raise RuntimeError("rolled back")
     assert [r for r in caplog.records if r.name == "dlq.services.dead_letters"] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from deliveries.in_hand import in_hand_of
 from deliveries.models import Delivery
 from dlq.models import DeadLetter, ReplayJob
 from dlq.services.dead_letters import dead_letters_create
@@ -20,7 +21,7 @@ def kill(delivery: Delivery, reason: str) -> DeadLetter:
         status="dead", next_attempt_at=None, attempt_count=3
     )
     delivery.refresh_from_db()
-    dead_letters_create(deliveries=[delivery], reasons=[reason], dead_at=timezone.now())
+    dead_letters_create(deliveries=[in_hand_of(delivery)], reasons=[reason], dead_at=timezone.now())
     return DeadLetter.objects.get(delivery=delivery, replayed_at__isnull=True)
 
 

@@ -3,10 +3,13 @@ once."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
-from types import SimpleNamespace
 
+from django.utils import timezone
+
+from deliveries.in_hand import EventInHand, InHand
 from deliveries.worker.slots import Slots
 
 _ids = itertools.count(1)
@@ -16,10 +19,13 @@ def make(**kwargs) -> Slots:
     return Slots(**{"capacity": 10, "per_endpoint": 4, **kwargs})
 
 
-def of_tenant(endpoint_ids: list[str], tenant: str = "t") -> list[SimpleNamespace]:
-    """Claimed deliveries to these endpoints (as the slots see them)."""
+def of_tenant(endpoint_ids: list[str], tenant: str = "t") -> list[InHand]:
+    """Claimed deliveries to these endpoints."""
+    event = EventInHand("evt_1", "a.b", None, timezone.now())
     return [
-        SimpleNamespace(id=f"dlv_{next(_ids)}", attempt_count=1, endpoint_id=e, tenant_id=tenant)
+        InHand(
+            id=f"dlv_{next(_ids)}", tenant_id=tenant, endpoint_id=e, event=event, attempt_count=1
+        )
         for e in endpoint_ids
     ]
 
@@ -147,7 +153,7 @@ def test_a_tenant_s_room_counts_its_capacity_slots_until_each_is_freed() -> None
 def test_every_delivery_holding_a_slot_is_held_with_its_claim_s_attempt_number() -> None:
     slots = make()
     claimed = of_tenant(["a", "a", "b"])
-    claimed[2].attempt_count = 3
+    claimed[2] = dataclasses.replace(claimed[2], attempt_count=3)
     slots.admit(claimed, slots.reserve(5))
     assert sorted(slots.held()) == sorted([(d.id, d.attempt_count) for d in claimed])
     slots.leave("a")  # over, not recorded yet: still held (its lease is still needed)
