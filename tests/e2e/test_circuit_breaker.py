@@ -121,8 +121,9 @@ def test_an_open_circuit_sends_only_probes(alice, homing, receiver_factory):
     # 8 s).
     failing = receiver_factory(lambda request, n: Answer(503, delay=0.1))
     failing_id = create(alice, failing.url, ["order.*"])
-    # A small cap: the receiver's listen backlog (5) takes every connection at once, so
-    # none arrives a second late (a retransmitted SYN) and is counted as sent while open.
+    # A small cap, well within the receiver's accept queue (tests/receivers.py), so no
+    # connection arrives a second late (a retransmitted SYN) and is counted as sent while
+    # the circuit is open.
     env = {**HEALTH_ENV, "HOMING_CIRCUIT_FAILURES": "5", "HOMING_ENDPOINT_CONCURRENCY": "4"}
     homing("worker", **env)
     homing("scheduler", **env)
