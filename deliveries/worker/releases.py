@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from deliveries import concurrency
 from deliveries.worker.supervisor import Heartbeat
@@ -22,9 +23,29 @@ from deliveries.worker.supervisor import Heartbeat
 RELEASE_GATHER_SECONDS = 0.002
 
 
+class Cluster(Protocol):
+    """The cluster-wide cap as the worker uses it (the concurrency module is one; tests
+    give a fake)."""
+
+    def acquire(
+        self, *, endpoint_ids: Sequence[str], delivery_ids: Sequence[str], lease_seconds: float
+    ) -> list[bool]: ...
+
+    def rooms(self, *, endpoint_ids: Sequence[str]) -> dict[str, int]: ...
+
+    def hand_over(
+        self, *, handed: Sequence[tuple[str, str, str]], lease_seconds: float
+    ) -> None: ...
+
+    def release_many(self, *, finished: Sequence[tuple[str, str]]) -> None: ...
+
+
 class Releases:
-    def __init__(self, *, lease_seconds: Callable[[], float]) -> None:
+    def __init__(
+        self, *, lease_seconds: Callable[[], float], cluster: Cluster = concurrency
+    ) -> None:
         self._lease_seconds = lease_seconds
+        self._cluster = cluster
         self._finished: list[tuple[str, str]] = []  # (endpoint, delivery) requests over
         # (endpoint, finished delivery, next delivery): slots handed over.
         self._handed: list[tuple[str, str, str]] = []
@@ -65,8 +86,8 @@ class Releases:
             with self._lock:
                 finished, self._finished = self._finished, []
                 handed, self._handed = self._handed, []
-            concurrency.hand_over(handed=handed, lease_seconds=self._lease_seconds())
-            concurrency.release_many(finished=finished)
+            self._cluster.hand_over(handed=handed, lease_seconds=self._lease_seconds())
+            self._cluster.release_many(finished=finished)
 
     def close(self) -> None:
         """End the thread (the caller joins it, then sends what is left)."""

@@ -3,8 +3,9 @@
 One `Worker` per worker process owns everything that moves a delivery:
 - the claim loop (a thread): Celery messages and an idle poll wake it; it claims due
   deliveries in batches with a lease, while the slots have room;
-- the slots (slots.py): attempts in flight, in all, per tenant and per endpoint, counted
-  once, with the deliveries whose leases the claim loop renews;
+- the ledger (ledger.py): the one account of attempts in flight, here (slots.py: in all,
+  per tenant and per endpoint, with the leases the claim loop renews) and in the
+  cluster-wide cap (concurrency.py); every place is taken and given back through it;
 - the next in line (line.py): deliveries claimed beyond an answering endpoint's room,
   each answer handing its slot straight to one of them (no claim between two requests);
 - the sender (sender.py): one event-loop thread; each attempt is a coroutine bounded by
@@ -42,8 +43,8 @@ from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
 from core.crypto import DecryptionFailed
 from core.version import VERSION
-from deliveries import concurrency, rate_limits
 from deliveries import queue as wakeups
+from deliveries import rate_limits
 from deliveries.fair_share import DueEndpoint, fair_shares
 from deliveries.log_context import delivery_log_context
 from deliveries.policy import Policy, current_policy
@@ -61,6 +62,7 @@ from deliveries.services.recording import Outcome, Recorded
 from deliveries.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.worker.budget import RetryBudget
 from deliveries.worker.due import DueEndpoints
+from deliveries.worker.ledger import Ledger
 from deliveries.worker.line import NextInLine
 from deliveries.worker.parker import Parker
 from deliveries.worker.recorder import Recorder
@@ -142,6 +144,9 @@ class Worker:
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
         self.parker = Parker()
         self.releases = Releases(lease_seconds=lambda: current_policy().lease_seconds)
+        # Every place an attempt takes, here and in the cluster, is taken and given back
+        # through the ledger; the slots are read directly (rooms, answers, leases held).
+        self.ledger = Ledger(self.slots, self.releases)
         self.recorder = Recorder(on_deactivate=self.parker.park_later)
         self.due = DueEndpoints()
         self._rotation = 0  # which tenant a claim serves first (fair_share.py)
@@ -301,18 +306,16 @@ class Worker:
         except BaseException:
             self.slots.cancel(reserved)
             raise
-        verdict = self.slots.admit(claimed, reserved)
-        admitted = [c for c, ok in zip(claimed, verdict, strict=True) if ok]
-        refused = [c for c, ok in zip(claimed, verdict, strict=True) if not ok]
+        # If the ledger cannot admit them, nothing stays counted: their leases expire and
+        # the scheduler retries them.
+        admitted, refused = self.ledger.admit(claimed, reserved, lease_seconds=policy.lease_seconds)
         try:
-            admitted, full = self._within_cluster_cap(admitted, policy)
-            refused += full
             timed = self._within_rate_limits(admitted)
         except BaseException:
             for delivery in admitted:  # their leases expire; the scheduler retries them
-                self._release(delivery)
+                self.ledger.release(delivery)
             for delivery in refused:
-                self.slots.free(delivery)
+                self.ledger.finish(delivery)
             raise
         for delivery, delay in timed:
             # A rate-limited attempt is held until its send time (within its lease).
@@ -410,21 +413,6 @@ class Worker:
         self.budget.claimed(retries=len(claimed) - len(firsts), firsts=len(firsts))
         return claimed
 
-    def _within_cluster_cap(
-        self, deliveries: list[Claimed], policy: Policy
-    ) -> tuple[list[Claimed], list[Claimed]]:
-        """(those within HOMING_ENDPOINT_CONCURRENCY across all workers (concurrency.py),
-        the others: claimed ahead, or another worker took the last slots first)."""
-        verdict = concurrency.acquire(
-            endpoint_ids=[d.endpoint_id for d in deliveries],
-            delivery_ids=[d.id for d in deliveries],
-            lease_seconds=policy.lease_seconds,
-        )
-        full = [d for d, ok in zip(deliveries, verdict, strict=True) if not ok]
-        for delivery in full:
-            self.slots.withdraw(delivery.endpoint_id)
-        return [d for d, ok in zip(deliveries, verdict, strict=True) if ok], full
-
     def _line_up_or_give_back(self, deliveries: list[Claimed], policy: Policy) -> None:
         """Claimed deliveries with no slot yet: next in line at their endpoint while it
         answers (LINE_PER_REQUEST per request of ours open to it: each answer takes one),
@@ -463,13 +451,7 @@ class Worker:
             deliveries_give_back(deliveries=deliveries)
         finally:
             for delivery in deliveries:
-                self.slots.free(delivery)
-
-    def _release(self, delivery: Claimed) -> None:
-        """The attempt will not happen (or never reached the recorder): its slots here
-        and in the cluster."""
-        self._leave(delivery)
-        self.slots.free(delivery)
+                self.ledger.finish(delivery)
 
     def _within_rate_limits(self, deliveries: list[Claimed]) -> list[tuple[Claimed, float]]:
         """Those that may be sent within RATE_HOLD_SECONDS, each with its send delay
@@ -496,7 +478,7 @@ class Worker:
                     )
             finally:
                 for delivery, _ in throttled:
-                    self._release(delivery)
+                    self.ledger.release(delivery)
         return [(d, delay) for d, delay in zip(deliveries, delays, strict=True) if delay >= 0]
 
     def _throttled_endpoints(self) -> set[str]:
@@ -542,14 +524,8 @@ class Worker:
             rotation=self._rotation,
             tenant_room=self.slots.tenant_room,
         )
-        cluster = concurrency.rooms(endpoint_ids=list(wanted))
+        cluster = self.ledger.cluster_rooms(list(wanted))
         return [e for e in due if e.id in wanted and room(e) > 0], room
-
-    def _leave(self, delivery: Claimed, *, answered: bool = False) -> None:
-        """The attempt's request is over: its endpoint slot here, and in the cluster with
-        the next batch of releases (one Redis round trip for many)."""
-        self.slots.leave(delivery.endpoint_id, answered=answered)
-        self.releases.finished(delivery.endpoint_id, delivery.id)
 
     def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
         """On the event loop, as a request ends: after a success (`answered`), its
@@ -560,11 +536,10 @@ class Worker:
         if answered and not self._stopping.is_set():  # stopping: drain gives the line back
             following = self.line.next(delivery.endpoint_id)
         if following is None:
-            self._leave(delivery, answered=answered)
+            self.ledger.request_over(delivery, answered=answered)
             return
         successor, policy = following
-        self.slots.pass_on(delivery.endpoint_id)
-        self.releases.handed_over(delivery.endpoint_id, delivery.id, successor.id)
+        self.ledger.hand_over(delivery, successor)
         self._start_attempt(successor, policy)
 
     # --- one attempt (on the sender's event loop) --------------------------------------
@@ -603,12 +578,12 @@ class Worker:
                 self._request_over(delivery, answered=succeeded(result))
             self.recorder.submit(
                 Outcome(delivery, result, started_at, policy),
-                lambda _: self.slots.free(delivery),
+                lambda _: self.ledger.finish(delivery),
             )
             submitted = True
         finally:
             if not submitted:
-                self.slots.free(delivery)
+                self.ledger.finish(delivery)
 
     async def _send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
         """The attempt's result, or None when the endpoint was deactivated since the claim."""
