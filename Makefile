@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt receiver/pyproject.toml client/pyproject.toml 2>/dev/null | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: venv run test bench lint clean
+.PHONY: venv run test test-fast bench lint clean
 
 venv: $(STAMP)
 
@@ -18,8 +18,17 @@ $(STAMP):
 run: venv
 	@$(PY) -m config.run --port $(PORT)
 
+# The whole suite: a parallel pass in TEST_WORKERS processes, then the tests that restart
+# the shared servers (tests/harness.py). With ARGS, one plain pytest run of just those.
+TEST_WORKERS ?= 3
 test: venv
-	@$(PY) -m tests.harness $(ARGS)
+	@TEST_WORKERS=$(TEST_WORKERS) $(PY) -m tests.harness $(if $(ARGS),--durations=20 $(ARGS))
+
+# Unit and in-process tests only: no test that starts a process (marker e2e), in
+# FAST_WORKERS processes (their waits overlap: half the time of one on 2 cores).
+FAST_WORKERS ?= 2
+test-fast: venv
+	@$(PY) -m tests.harness -m "not e2e" -n $(FAST_WORKERS) $(ARGS)
 
 bench: venv
 	@$(PY) -m bench.run $(ARGS)

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
     from webhooks.models import Tenant
 
+# process_guard: a test that starts a process without the e2e marker fails.
+# pytester: the guard's own test runs a small pytest session inside this one.
+pytest_plugins = ["tests.process_guard", "pytester"]
+
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:

@@ -1,11 +1,19 @@
 """Run the test suite against throwaway PostgreSQL and Redis servers.
 
-    python -m tests.harness [pytest arguments]
+    python -m tests.harness                      # the whole suite, as `make test` runs it
+    python -m tests.harness [pytest arguments]   # one pytest run with these arguments
 
 Starts both servers on free loopback ports with temporary data directories, exports
 DATABASE_URL and REDIS_URL (plus HOMING_TEST_* so tests can restart them), runs pytest
 and always stops the servers. Missing server binaries are installed from Debian packages
 when running as root, otherwise the exact command to run is printed.
+
+The whole suite runs in two passes. Most of its time is spent waiting (on receivers,
+retry back-offs, processes starting), not computing, so the first pass runs every test
+not marked `serial` in TEST_WORKERS pytest-xdist workers at once, each with its own
+PostgreSQL and Redis databases (tests/parallel.py). The second runs the `serial` tests,
+which stop or restart the shared servers, on their own. Then it prints the 20 slowest
+tests of both passes.
 """
 
 from __future__ import annotations
@@ -20,7 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+# xdist workers of the parallel pass. Measured on 2 shared cores (README, "Tests").
+DEFAULT_WORKERS = 3
+SLOWEST = 20
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def say(message: str) -> None:
@@ -185,6 +199,52 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
+def run_pytest(args: list[str], env: dict[str, str]) -> int:
+    return subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
+
+
+def run_suite(env: dict[str, str], workdir: Path) -> int:
+    """The whole suite: a parallel pass, then the `serial` tests alone; the slowest 20."""
+    workers = int(os.environ.get("TEST_WORKERS") or DEFAULT_WORKERS)
+    reports = [workdir / "parallel.xml", workdir / "serial.xml"]
+    passes = [
+        ("parallel", ["-m", "not serial", "-n", str(workers), "--dist", "worksteal"]),
+        ("serial", ["-m", "serial"]),
+    ]
+    codes = []
+    for (name, args), report in zip(passes, reports, strict=True):
+        say(f"{name} pass: pytest {' '.join(args)}")
+        started = time.monotonic()
+        codes.append(run_pytest([*args, f"--junitxml={report}"], env))
+        say(f"{name} pass: exit {codes[-1]} after {time.monotonic() - started:.0f} s")
+    print_slowest(reports)
+    # 5: no test selected (a run with every serial test deselected is still a pass).
+    return next((code for code in codes if code not in (0, 5)), 0)
+
+
+def print_slowest(reports: list[Path]) -> None:
+    durations = []
+    for report in reports:
+        if report.exists():
+            for case in ET.parse(report).iter("testcase"):
+                name = node_id(case.get("classname") or "", case.get("name") or "")
+                durations.append((float(case.get("time") or 0), name))
+    durations.sort(reverse=True)
+    say(f"the {SLOWEST} slowest tests (setup + call + teardown, seconds):")
+    for seconds, name in durations[:SLOWEST]:
+        print(f"{seconds:9.2f}  {name}", flush=True)
+
+
+def node_id(classname: str, name: str) -> str:
+    """pytest's id of a JUnit test case: tests.a.test_b + test_c -> tests/a/test_b.py::test_c."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        path = "/".join(parts[:end]) + ".py"
+        if (ROOT / path).exists():
+            return "::".join([path, *parts[end:], name])
+    return f"{classname}::{name}"
+
+
 def main(pytest_args: list[str]) -> int:
     bindir, redis_binary = ensure_binaries()
     workdir = Path(tempfile.mkdtemp(prefix="homing-test-"))
@@ -207,7 +267,9 @@ def main(pytest_args: list[str]) -> int:
             "HOMING_TEST_REDIS_SERVER": redis_binary,
             "HOMING_TEST_WORKDIR": str(workdir),
         }
-        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], env=env)
+        if not pytest_args:
+            return run_suite(env, workdir)
+        return run_pytest(pytest_args, env)
     finally:
         say("stopping the servers")
         redis.stop()

@@ -19,6 +19,7 @@ from tests.client.stack import (
     create_database,
 )
 from tests.e2e.conftest import homing, pytest_runtest_makereport, receiver_factory  # noqa: F401
+from tests.parallel import worker_database_name
 from tests.processes import ROOT, process_env
 
 
@@ -31,8 +32,9 @@ def producer_dsn(django_db_setup: None) -> str:
     """The producer app's own database, next to Homing's on the test server, migrated."""
     db = settings.DATABASES["default"]
     server = f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}"
-    create_database(f"{server}/postgres", "homing_producer")
-    dsn = f"{server}/homing_producer"
+    name = worker_database_name("homing_producer")  # one per xdist worker
+    create_database(f"{server}/postgres", name)
+    dsn = f"{server}/{name}"
     env = process_env(DJANGO_SETTINGS_MODULE=PRODUCER_SETTINGS, PRODUCER_DATABASE_URL=dsn)
     migrate = subprocess.run(
         [sys.executable, "-m", "django", "migrate", "--noinput"],

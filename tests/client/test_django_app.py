@@ -14,7 +14,10 @@ import pytest
 from django.conf import settings
 
 from tests.client.stack import create_database
+from tests.parallel import worker_database_name
 from tests.processes import ROOT, process_env
+
+pytestmark = pytest.mark.e2e  # runs a Django of its own in a subprocess
 
 SCRIPT = textwrap.dedent(
     """
@@ -91,8 +94,9 @@ SCRIPT = textwrap.dedent(
 def admin_app_dsn(django_db_setup: None) -> str:
     db = settings.DATABASES["default"]
     server = f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}"
-    create_database(f"{server}/postgres", "homing_producer_admin")
-    return f"{server}/homing_producer_admin"
+    name = worker_database_name("homing_producer_admin")  # one per xdist worker
+    create_database(f"{server}/postgres", name)
+    return f"{server}/{name}"
 
 
 def test_the_migration_matches_the_model_and_the_admin_queues_failed_rows_again(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # builds a venv with pip
+
 CLIENT_DIR = Path(__file__).resolve().parents[2] / "client"
 
 # Runs inside the fresh venv: the plain client must work with the standard library

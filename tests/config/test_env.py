@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # each test starts a Python process with its own settings
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
+import pytest
+
+from core import background
 from core.background import Gatherer
+
+
+@pytest.fixture(autouse=True)
+def _forget_test_gatherers() -> Iterator[None]:
+    # Every Gatherer joins the module's registry, whose gatherers the next Worker.start()
+    # starts: a test's own must not outlive it (a stray "test-gatherer" thread otherwise
+    # appears in whichever worker test runs next in this process).
+    registered = list(background._every)
+    yield
+    for gatherer in background._every[len(registered) :]:
+        gatherer.close(timeout=2)
+    background._every[:] = registered
 
 
 def test_everything_put_is_handled_once_in_order_and_gathered_under_load():

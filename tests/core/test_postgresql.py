@@ -63,6 +63,7 @@ def test_a_connection_the_server_dropped_is_not_usable():
         connection.close()  # the test database's teardown needs a live one
 
 
+@pytest.mark.e2e
 def test_a_web_process_answers_at_once_after_its_connections_were_dropped(alice, tmp_path):
     web = Web(tmp_path, "web")
     try:

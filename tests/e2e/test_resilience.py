@@ -108,6 +108,8 @@ def _pings(url: str) -> bool:
         return False
 
 
+# Stops the suite's Redis: run alone, after the parallel pass (tests/harness.py).
+@pytest.mark.serial
 def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, redis_url):
     receiver = receiver_factory(lambda r, n: Answer(delay=0.5))
     make_endpoint(alice, receiver.url)
@@ -144,6 +146,8 @@ def _pg_ctl(action: str) -> None:
     )
 
 
+# Stops the suite's PostgreSQL: run alone, after the parallel pass (tests/harness.py).
+@pytest.mark.serial
 def test_postgres_restarted_mid_run_loses_nothing(alice, homing, receiver_factory):
     from django.db import connection
 

@@ -16,7 +16,7 @@ from tests.processes import ROOT, process_env
 from webhooks.models import Event
 from webhooks.services.tenants import tenant_create
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ from django.db import connection
 WORKER = Path(__file__).with_name("dedup_worker.py")
 PROCESSES = 4
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 class Race:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # builds a venv with pip
+
 RECEIVER_DIR = Path(__file__).resolve().parents[2] / "receiver"
 
 # Runs inside the fresh venv: the core must work with the standard library alone

@@ -11,6 +11,8 @@ from webhooks.models import Tenant
 
 from .test_misc_routes import _env_for_test_database
 
+pytestmark = pytest.mark.e2e  # runs manage.py create_tenant
+
 
 def create_tenant(name: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

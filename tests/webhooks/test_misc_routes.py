@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from django.db import OperationalError
 from django.test import Client
 
@@ -76,6 +77,7 @@ def test_healthz_is_503_when_the_database_does_not_answer(db, monkeypatch):
     assert "database" in response.json()["message"]
 
 
+@pytest.mark.e2e
 def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, live_server):
     result = subprocess.run(
         [sys.executable, "manage.py", "create_tenant", "Acme Inc"],

@@ -9,7 +9,7 @@ import pytest
 from deliveries.models import Delivery
 from tests.processes import Web
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
 @pytest.fixture
