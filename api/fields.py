@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from django_stubs_ext import StrOrPromise
 from rest_framework import serializers
+
+if TYPE_CHECKING:  # a dev dependency (the stubs' helpers): never imported at run time
+    from django_stubs_ext import StrOrPromise
 
 
 class BlankAsNullField(serializers.CharField):
