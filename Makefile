@@ -20,7 +20,7 @@ run: venv
 
 # The whole suite: a parallel pass in TEST_WORKERS processes, then the tests that restart
 # the shared servers (tests/harness.py). With ARGS, one plain pytest run of just those.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: venv
 	@TEST_WORKERS=$(TEST_WORKERS) $(PY) -m tests.harness $(if $(ARGS),--durations=20 $(ARGS))
 
