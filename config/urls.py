@@ -10,8 +10,10 @@ from config.metrics import metrics
 from console.login import throttled_login
 
 api_v1: list[URLPattern | URLResolver] = [
-    path("", include("webhooks.api.urls")),
+    # First: it has POST /events, the hottest route; every include tried before it costs
+    # a failed resolve per request (URL resolution was 4.5% of a single POST's web CPU).
     path("", include("deliveries.api.urls")),
+    path("", include("webhooks.api.urls")),
     path("", include("dlq.api.urls")),
     path("", include("portal.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
