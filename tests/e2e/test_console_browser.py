@@ -129,7 +129,9 @@ def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     page.wait_for_selector("[data-job=percent]:text('100 %')", timeout=60_000)
     # The list under the finished bar shows the rows as they are now: all replayed (it
     # kept showing them "waiting" until the page was reloaded by hand).
-    page.wait_for_selector("table.dead-letters tr.replayed >> nth=11", timeout=10_000)
+    page.wait_for_selector(
+        "table.dead-letters tr.replayed >> nth=11", timeout=30_000
+    )  # a loaded CI machine
     assert page.locator("table.dead-letters tr:not(.replayed) .badge.waiting").count() == 0
     assert "12 of 12 replayed" in page.locator("#replay-job").inner_text()
     page.screenshot(path=SHOTS / "replay-all.png", full_page=True)
