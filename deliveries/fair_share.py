@@ -40,8 +40,10 @@ def fair_shares(
     `room(endpoint)` each and `tenant_room(tenant)` per tenant, dealt round-robin
     between tenants then between endpoints."""
     rooms = {e.id: room(e) for e in endpoints}
+    # Asked once per tenant, not per endpoint: a claim may see thousands of endpoints.
     tenant_left = {
-        e.tenant_id: limit if tenant_room is None else tenant_room(e.tenant_id) for e in endpoints
+        t: limit if tenant_room is None else tenant_room(t)
+        for t in {e.tenant_id for e in endpoints}
     }
     # Per tenant, its endpoints with room left, in turn: take the first, put it back last.
     queues: dict[str, deque[DueEndpoint]] = {}
