@@ -63,6 +63,9 @@ def log_in(browser, base: str, username: str, password: str):
     return page
 
 
+# Serial: in the parallel pass the list under the finished replay bar was not seen redrawn
+# within 30 s in 2 of 3 full runs (it passes alone every time); the cause is not found.
+@pytest.mark.serial
 def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     browser, live_server, homing, receiver_factory, make_actor
 ):
