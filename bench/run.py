@@ -92,7 +92,7 @@ class Bench(
             self.raw_ceiling()
             self.aiohttp_ceiling()
             for workers in self.args.workers:
-                self.backlog(workers, profile=False)
+                self.backlog(workers, profile=self.args.profile)
             return
         if self.args.only == "share":
             self.start_web()

@@ -285,6 +285,8 @@ def main(pytest_args: list[str]) -> int:
         }
         if not pytest_args:
             return run_suite(env, workdir)
+        if os.environ.get("TEST_ON_SQLITE"):  # as the "claims on SQLite" pass runs
+            env["DATABASE_URL"] = f"sqlite:///{workdir / 'claims.sqlite3'}"
         return run_pytest(pytest_args, env)
     finally:
         say("stopping the servers")

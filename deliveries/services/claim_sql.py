@@ -48,6 +48,8 @@ LIMIT %(limit)s
 #   one claim took 1,853 rows for a limit of 100).
 # - The locked rows are updated by primary key alone: with the conditions repeated, the
 #   planner could also find them by scanning every due row.
+# - The claimed rows come back with their event (type, data, time): the body to sign,
+#   without a second query per batch (building it from 100 ids cost more than the claim).
 # - The parameters are bound client-side (Django's psycopg default), so the planner sees
 #   the attempt filter's booleans as constants and folds the filter away.
 CLAIM = """
@@ -62,11 +64,15 @@ WITH picked AS MATERIALIZED (
         AND (%(any_attempt)s OR (attempt_count = schedule_offset) = %(first_attempts)s)
         ORDER BY next_attempt_at LIMIT share.n FOR UPDATE SKIP LOCKED
     ) d
+), claimed AS (
+    UPDATE deliveries_delivery SET status = 'delivering',
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+        attempt_count = attempt_count + 1, updated_at = statement_timestamp()
+    WHERE id IN (SELECT id FROM picked)
+    RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
+        ordering_key, head_since
 )
-UPDATE deliveries_delivery SET status = 'delivering',
-    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
-    attempt_count = attempt_count + 1, updated_at = statement_timestamp()
-WHERE id IN (SELECT id FROM picked)
-RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
-    ordering_key, head_since
+SELECT c.id, c.tenant_id, c.event_id, c.endpoint_id, c.attempt_count, c.schedule_offset,
+    c.sequence, c.ordering_key, c.head_since, ev.type, ev.data, ev.created_at
+FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id
 """

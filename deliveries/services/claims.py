@@ -13,8 +13,8 @@ endpoint's share through the `delivery_endpoint_due` index. So a tenant's 40,000
 backlog does not stand in front of another tenant's new event, and an endpoint that is
 full, throttled or circuit-open costs nothing: it is simply not asked.
 
-A claim returns plain records with the event and endpoint loaded (two more queries per
-batch, not per delivery): the worker handles hundreds of them a second, and building
+A claim returns plain records with the event (from the claim statement itself) and the
+endpoint loaded (one more query per batch, not per delivery): the worker handles hundreds of them a second, and building
 three model instances for each cost more than sending it.
 
 The statements themselves are in claim_sql.py (PostgreSQL), written once and whole, and
@@ -24,6 +24,7 @@ claims_sqlite.py (the embedded set-up); this module chooses their parameters.
 from __future__ import annotations
 
 import functools
+import json
 import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -42,7 +43,7 @@ from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.policy import Policy
 from deliveries.services import claim_sql, claims_sqlite
 from deliveries.services.health import circuits_not_closed
-from webhooks.models import Endpoint, Event
+from webhooks.models import Endpoint
 
 # Deliveries one claim takes at most. Each claim, load and recorder transaction has a
 # fixed cost, so larger batches are cheaper per delivery: measured with `make bench`
@@ -98,7 +99,7 @@ def deliveries_claim_fairly(
     rows = _claim({endpoint_id: 1 for endpoint_id in probes[:limit]}, ANY_ATTEMPT, policy)
     limit -= len(rows)
     if limit <= 0:
-        return Claim(_with_events_and_endpoints(rows), set())
+        return Claim(_with_endpoints(rows), set())
     skip = {*skip_endpoints, *paused}
     attempts = ANY_ATTEMPT
     if first_attempts_only or retries_only:
@@ -115,7 +116,7 @@ def deliveries_claim_fairly(
     by_endpoint = _claim(shares, attempts, policy)
     got = Counter(row[3] for row in by_endpoint)
     exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
-    return Claim(_with_events_and_endpoints(rows + by_endpoint), exhausted)
+    return Claim(_with_endpoints(rows + by_endpoint), exhausted)
 
 
 def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
@@ -186,7 +187,7 @@ def _held_by(held: Sequence[tuple[str, int]]) -> Q:
 
 def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) -> list:
     """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first: the
-    rows the statement returned (claim_sql.CLAIM)."""
+    rows the statement returned (claim_sql.CLAIM), each ending with its event in hand."""
     if not shares:
         return []
     if connection.vendor != "postgresql":
@@ -199,26 +200,24 @@ def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) ->
     }
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(claim_sql.CLAIM, params)
-        return cursor.fetchall()
+        # jsonb comes back as text (Django's loader): decoded here, once per delivery.
+        return [
+            (*row[:9], EventInHand(row[2], row[9], json.loads(row[10]), row[11]))
+            for row in cursor.fetchall()
+        ]
 
 
-def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
+def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
     if not rows:
         return []
-    events = {
-        event_id: EventInHand(event_id, event_type, data, created_at)
-        for event_id, event_type, data, created_at in Event.objects.filter(
-            pk__in={row[2] for row in rows}
-        ).values_list("id", "type", "data", "created_at")
-    }
     # all_objects: an endpoint deleted since the claim is still read, found inactive,
     # and its deliveries recorded unsent.
     endpoints = Endpoint.all_objects.in_bulk({row[3] for row in rows})
     claimed = []
     for row in rows:
-        delivery_id, tenant_id, event_id, endpoint_id, attempt_count, offset, sequence = row[:7]
+        delivery_id, tenant_id, _, endpoint_id, attempt_count, offset, sequence = row[:7]
         # An endpoint deleted since the claim took its deliveries with it (cascade).
-        if endpoint_id not in endpoints or event_id not in events:
+        if endpoint_id not in endpoints:
             continue
         claimed.append(
             Claimed(
@@ -228,7 +227,7 @@ def _with_events_and_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
                 attempt_count=attempt_count,
                 schedule_offset=offset,
                 sequence=sequence,
-                event=events[event_id],
+                event=row[9],
                 endpoint=endpoints[endpoint_id],
                 ordering_key=row[7],
                 head_since=row[8],

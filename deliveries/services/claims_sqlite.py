@@ -15,6 +15,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from deliveries.in_hand import EventInHand
+from webhooks.models import Event
+
 DUE_ENDPOINTS = """
 SELECT DISTINCT e.id, e.tenant_id, e.rate_limit
 FROM deliveries_delivery d JOIN webhooks_endpoint e ON e.id = d.endpoint_id
@@ -61,4 +64,16 @@ def claim(shares: dict[str, int], attempts: dict[str, bool], lease_seconds: floa
                 },
             )
             rows += cursor.fetchall()
-    return rows
+    return _with_events(rows)
+
+
+def _with_events(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Each claimed row with its event in hand at the end, as the PostgreSQL claim
+    returns them (SQLite's RETURNING cannot join)."""
+    events = {
+        event_id: EventInHand(event_id, event_type, data, created_at)
+        for event_id, event_type, data, created_at in Event.objects.filter(
+            pk__in={row[2] for row in rows}
+        ).values_list("id", "type", "data", "created_at")
+    }
+    return [(*row, events[row[2]]) for row in rows]
