@@ -14,8 +14,9 @@ backlog does not stand in front of another tenant's new event, and an endpoint t
 full, throttled or circuit-open costs nothing: it is simply not asked.
 
 A claim returns plain records with the event (from the claim statement itself) and the
-endpoint loaded (one more query per batch, not per delivery): the worker handles hundreds of them a second, and building
-three model instances for each cost more than sending it.
+endpoint loaded (one more query per batch, not per delivery): the worker handles
+thousands of them a second, and building model instances for each cost more than
+sending it.
 
 The statements themselves are in claim_sql.py (PostgreSQL), written once and whole, and
 claims_sqlite.py (the embedded set-up); this module chooses their parameters.
