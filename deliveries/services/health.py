@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 
 from core.clock import database_now
@@ -120,18 +121,31 @@ def _record_successes_of_healthy_endpoints(
     if not all_ok:
         return set()
     # Read without a lock: a circuit opened meanwhile by another batch stays open until
-    # its probe, which is what a probe is for.
-    healthy = all_ok - set(
-        Endpoint.objects.filter(pk__in=all_ok)
-        .exclude(circuit_state=Endpoint.Circuit.CLOSED)
-        .values_list("id", flat=True)
-    )
+    # its probe, which is what a probe is for. Plain SQL: this runs for every recorded
+    # batch, and compiling the two querysets cost more than running them.
+    table = Endpoint._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {table} WHERE {_live_among(all_ok)}"  # noqa: S608
+            " AND circuit_state <> 'closed'",
+            sorted(all_ok),
+        )
+        healthy = all_ok - {row[0] for row in cursor.fetchall()}
+        if healthy:
+            cursor.execute(
+                f"UPDATE {table} SET consecutive_failures = 0, failing_since = NULL"  # noqa: S608
+                f" WHERE {_live_among(healthy)} AND circuit_state = 'closed'"
+                " AND (consecutive_failures > 0 OR failing_since IS NOT NULL)",
+                sorted(healthy),
+            )
     if healthy:
-        Endpoint.objects.filter(pk__in=healthy, circuit_state=Endpoint.Circuit.CLOSED).filter(
-            Q(consecutive_failures__gt=0) | Q(failing_since__isnull=False)
-        ).update(consecutive_failures=0, failing_since=None)
         changes.succeeded.extend(sorted(healthy))
     return healthy
+
+
+def _live_among(ids: set[str]) -> str:
+    """SQL: the live endpoints among `ids` (given as parameters, sorted)."""
+    return f"id IN ({', '.join(['%s'] * len(ids))}) AND deleted_at IS NULL"
 
 
 def _apply(

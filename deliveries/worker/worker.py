@@ -37,7 +37,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.utils import timezone
 
 from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
@@ -568,7 +567,7 @@ class Worker:
         once the result is recorded, or here if it never reaches the recorder."""
         submitted = False
         try:
-            started_at = timezone.now()
+            started_at = datetime.now(UTC)  # timezone.now() reads a setting: per attempt
             result = None
             try:
                 result = await self._send(delivery, policy)

@@ -65,7 +65,7 @@ def test_a_row_that_fails_is_written_alone_and_the_rest_of_the_batch_stands(
     def attempt_row(delivery, result, started_at):
         row = original(delivery, result, started_at)
         if delivery.id == poisoned and result.response_body != b"could not record the attempt":
-            row.error = "\x00 cannot be stored"  # what sanitising would have prevented
+            row["error"] = "\x00 cannot be stored"  # what sanitising would have prevented
         return row
 
     monkeypatch.setattr(recording, "_attempt_row", attempt_row)
