@@ -15,6 +15,7 @@ import asyncio
 import time
 
 import aiohttp
+import uvloop
 
 BODY = b'{"type":"bench.ceiling","timestamp":"2026-01-01T00:00:00Z","data":{"n":1}}'
 
@@ -46,10 +47,14 @@ async def _post_for(url: str, seconds: float, concurrency: int) -> tuple[int, in
     return ok, failed
 
 
-def aiohttp_ceiling(url: str, *, seconds: float = 5.0, concurrency: int = 400) -> float:
-    """Successful POSTs per second a plain aiohttp client achieves against `url`."""
+def aiohttp_ceiling(
+    url: str, *, seconds: float = 5.0, concurrency: int = 400, loop: str = "asyncio"
+) -> float:
+    """Successful POSTs per second a plain aiohttp client achieves against `url`, on
+    asyncio's own event loop or on uvloop (the worker's sender runs on uvloop)."""
+    run = uvloop.run if loop == "uvloop" else asyncio.run
     started = time.monotonic()
-    ok, _ = asyncio.run(_post_for(url, seconds, concurrency))
+    ok, _ = run(_post_for(url, seconds, concurrency))
     return ok / (time.monotonic() - started)
 
 
@@ -92,8 +97,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=400)
     parser.add_argument("--sender", action="store_true", help="also time Homing's Sender")
     args = parser.parse_args()
-    rate = aiohttp_ceiling(args.url, seconds=args.seconds, concurrency=args.concurrency)
-    print(f"aiohttp ceiling: {rate:,.0f} requests/s")
+    for loop in ("asyncio", "uvloop"):
+        rate = aiohttp_ceiling(
+            args.url, seconds=args.seconds, concurrency=args.concurrency, loop=loop
+        )
+        print(f"aiohttp ceiling ({loop}): {rate:,.0f} requests/s")
     if args.sender:
         rate = homing_sender_rate(args.url, seconds=args.seconds, concurrency=args.concurrency)
         print(f"homing Sender:   {rate:,.0f} requests/s")

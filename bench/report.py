@@ -35,13 +35,15 @@ def print_table(r: dict[str, Any]) -> None:
     if "raw_ceiling" in r:
         add("Raw ceiling: urllib3 16 thr -> receiver", f"{r['raw_ceiling']['rate']} req/s")
     aio = r.get("aiohttp_ceiling", {}).get("rate")
+    aio_uv = r.get("aiohttp_ceiling", {}).get("rate_on_uvloop")
     if aio:
-        add("aiohttp ceiling: one process -> receiver", f"{aio} req/s")
+        add("aiohttp ceiling: one process -> receiver", f"{aio} req/s (uvloop: {aio_uv} req/s)")
     for label, f in r.get("delivery_backlog", {}).items():
         add(
             f"Delivery, backlog drain [{label}]",
             f"{f['deliveries_per_s_first_to_last']} del/s ({f['ratio_to_raw_ceiling']:.0%} of raw"
-            f"{_share(f['deliveries_per_s_first_to_last'], aio, 'aiohttp')})"
+            f"{_share(f['deliveries_per_s_first_to_last'], aio, 'aiohttp')}"
+            f"{_share(f['deliveries_per_s_first_to_last'], aio_uv, 'aiohttp on uvloop')})"
             f"  {f['unique_seen']}/{f['accepted']} in {f['seconds_first_to_last']} s"
             f"{'' if f['complete'] else ' (time cap hit)'}  dup {f['duplicates']}",
             ">= 3500/s, >= 30% of aiohttp (1w: >= 25%)",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import os
@@ -225,17 +226,7 @@ class Sender:
     async def _exchange(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes, str | None]:
-        try:
-            target = URL(url)
-            target.port  # noqa: B018 - an out-of-range port raises here
-        except (ValueError, TypeError) as exc:
-            raise _InvalidURL(str(exc)) from exc
-        if target.scheme not in ("http", "https") or not _valid_host(target.host):
-            raise _InvalidURL(f"not an http(s) URL: {url[:200]}")
-        if self.public_only and _is_ip_literal(target.host):
-            reason = network.blocked_reason(target.host, [target.host])
-            if reason:
-                raise AddressBlocked(reason)
+        target = _checked_target(url, public_only=self.public_only)
         async with self._session_for_loop().post(
             target,
             data=body,
@@ -274,6 +265,24 @@ class Sender:
 
 class _InvalidURL(Exception):
     pass
+
+
+@functools.lru_cache(maxsize=4096)  # an endpoint's URL is checked once, not per attempt
+def _checked_target(url: str, *, public_only: bool) -> URL:
+    """The URL to POST to; raises _InvalidURL, or AddressBlocked for an IP literal the
+    SSRF guard refuses (host names are checked by the resolver, on every connection)."""
+    try:
+        target = URL(url)
+        target.port  # noqa: B018 - an out-of-range port raises here
+    except (ValueError, TypeError) as exc:
+        raise _InvalidURL(str(exc)) from exc
+    if target.scheme not in ("http", "https") or not _valid_host(target.host):
+        raise _InvalidURL(f"not an http(s) URL: {url[:200]}")
+    if public_only and _is_ip_literal(target.host):
+        reason = network.blocked_reason(target.host, [target.host])
+        if reason:
+            raise AddressBlocked(reason)
+    return target
 
 
 async def _read_bounded(response: aiohttp.ClientResponse) -> bytes:

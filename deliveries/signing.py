@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -19,6 +20,7 @@ from typing import Any
 from webhooks.secrets import SECRET_PREFIX
 
 
+@functools.lru_cache(maxsize=4096)  # every attempt signs; a secret's key never changes
 def secret_key(secret: str) -> bytes:
     """The HMAC key: the base64-decoded part after `whsec_`.
 

@@ -159,6 +159,8 @@ def endpoint_secrets_in_grace(*, endpoint: Endpoint) -> int:
 
 
 def _in_grace(endpoint: Endpoint) -> list[str]:
+    if not endpoint.previous_secrets:  # the usual case, asked on every attempt
+        return []
     now = timezone.now()
     return [item["secret"] for item in endpoint.previous_secrets or [] if _expiry(item) > now]
 
