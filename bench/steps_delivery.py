@@ -36,6 +36,9 @@ class DeliverySteps(_Base):
         spy = None
         try:
             with procs.RssSampler(pids) as sampler:
+                # The workers' CPU from their first delivery on: their start (Django,
+                # imports, connections) left out, so it divides by what they sent.
+                sending = self._first_receipt(running)
                 if profile:
                     time.sleep(3)  # past the import, into the sending
                     spy = self._spy(
@@ -45,6 +48,7 @@ class DeliverySteps(_Base):
                 finished = time.monotonic()
                 time.sleep(1.0)  # let any late duplicate arrive
             cpu = self._cpu_delta(cpu0, finished - launched)
+            per_delivery = self._worker_cpu_per_delivery(sending, len(ids))
             if spy:
                 self._spy_report(spy, f"profile-{label}-worker1.txt", "worker")
         finally:
@@ -69,6 +73,7 @@ class DeliverySteps(_Base):
             "seconds_first_to_last": round(last - first, 2),
             "rss": sampler.summary(running_from=first),
             "cpu_percent_of_one_core": cpu,
+            "worker_cpu_ms_per_delivery": per_delivery,
         }
         figures["ratio_to_raw_ceiling"] = round(
             (figures["deliveries_per_s_first_to_last"] or 0) / self.results["raw_ceiling"]["rate"],
@@ -80,8 +85,28 @@ class DeliverySteps(_Base):
             f"backlog drain [{label}]: {figures['deliveries_per_s_first_to_last']} deliveries/s "
             f"(first->last receipt; {figures['deliveries_per_s_from_launch']}/s from process "
             f"launch), duplicates {check['duplicates']}, missing {check['missing']}; "
-            f"CPU %: {_fmt_cpu(cpu)}"
+            f"CPU %: {_fmt_cpu(cpu)}; workers' CPU {per_delivery} ms per delivery"
         )
+
+    def _first_receipt(self, running: list[procs.Managed]) -> tuple[dict[str, float], int]:
+        """Once the receiver has its first webhook: the workers' CPU seconds so far and
+        how many webhooks it has."""
+        workers = {p.name: p.pid for p in running if p.name.startswith("worker")}
+        deadline = time.monotonic() + 60
+        while self.received_count() == 0 and time.monotonic() < deadline:
+            self.check_alive(*running)
+            time.sleep(0.01)
+        return procs.cpu_snapshot(workers), self.received_count()
+
+    def _worker_cpu_per_delivery(
+        self, sending: tuple[dict[str, float], int], total: int
+    ) -> float | None:
+        """The workers' CPU (all of them) per delivery since their first one."""
+        before, received = sending
+        by_name = {process.name: process.pid for process in self.started}
+        after = procs.cpu_snapshot({name: by_name[name] for name in before if name in by_name})
+        spent = sum(after[name] - before[name] for name in after)
+        return round(1000 * spent / (total - received), 3) if total > received else None
 
     def warm_up(self, running: list[procs.Managed]) -> None:
         """Deliver a few events through freshly started workers, so that what comes next

@@ -213,7 +213,7 @@ def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
         return []
     # all_objects: an endpoint deleted since the claim is still read, found inactive,
     # and its deliveries recorded unsent.
-    endpoints = Endpoint.all_objects.in_bulk({row[3] for row in rows})
+    endpoints = _endpoints({row[3] for row in rows})
     claimed = []
     for row in rows:
         delivery_id, tenant_id, _, endpoint_id, attempt_count, offset, sequence = row[:7]
@@ -235,3 +235,15 @@ def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
             )
         )
     return claimed
+
+
+def _endpoints(ids: set[str]) -> dict[str, Endpoint]:
+    """The endpoints by id, deleted ones included: a raw query (the ORM's `in_bulk`
+    compiled a query per claim that cost more than running it)."""
+    table = Endpoint._meta.db_table
+    placeholders = ", ".join(["%s"] * len(ids))
+    found = Endpoint.all_objects.raw(
+        f"SELECT * FROM {table} WHERE id IN ({placeholders})",
+        sorted(ids),
+    )
+    return {endpoint.id: endpoint for endpoint in found}
