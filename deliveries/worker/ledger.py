@@ -66,13 +66,13 @@ class Ledger:
     def hand_over(self, finished: InHand, successor: InHand) -> None:
         """`finished`'s request is over and `successor` (claimed ahead, holding its
         capacity slot) takes its endpoint place, here and in the cluster."""
-        self.slots.pass_on(finished.endpoint_id)
+        self.slots.pass_on(finished)
         self.releases.handed_over(finished.endpoint_id, finished.id, successor.id)
 
     def request_over(self, delivery: InHand, *, answered: bool) -> None:
         """The request ended (`answered`: the receiver's status line came): its endpoint
         place here at once, in the cluster with the next batch of releases."""
-        self.slots.leave(delivery.endpoint_id, answered=answered)
+        self.slots.leave(delivery, answered=answered)
         self.releases.finished(delivery.endpoint_id, delivery.id)
 
     def finish(self, delivery: InHand) -> None:

@@ -21,6 +21,10 @@ class Slots:
     within HOMING_TENANT_SHARE of the capacity, since a request under way cannot be
     taken back: the places another tenant may need are kept free before it needs them.
 
+    A tenant's share counts its requests under way and its deliveries waiting to start
+    (in line), not results waiting for their record: a record takes milliseconds, and
+    counted, those held a fast endpoint's drain at three quarters of its speed.
+
     A claim first `reserve`s room (waiting for it), then `admit`s what it claimed. An
     admitted delivery holds its endpoint slot until its request is over (`leave`, or
     `pass_on` to the next delivery to that endpoint) and its capacity slot until its
@@ -42,7 +46,8 @@ class Slots:
         self.per_tenant = capacity if per_tenant is None else per_tenant
         self._used = 0  # reserved or admitted
         self._endpoints: Counter[str] = Counter()
-        self._tenants: Counter[str] = Counter()  # capacity slots held, admitted or not
+        self._tenants: Counter[str] = Counter()  # requests under way or waiting to start
+        self._tenant_of: dict[str, str] = {}  # delivery id -> its tenant, while counted
         self._held: dict[str, int] = {}  # delivery id -> its claim's attempt_count
         self._last_left: dict[str, float] = {}  # endpoint -> monotonic time of its last answer
         self._drops = 0
@@ -74,6 +79,7 @@ class Slots:
             for delivery in deliveries:
                 endpoint = delivery.endpoint_id
                 self._tenants[delivery.tenant_id] += 1
+                self._tenant_of[delivery.id] = delivery.tenant_id
                 self._held[delivery.id] = delivery.attempt_count
                 ok = self._endpoints[endpoint] < self.per_endpoint
                 if ok:
@@ -95,7 +101,7 @@ class Slots:
             return max(0, self.per_endpoint - self._endpoints[endpoint_id])
 
     def tenant_room(self, tenant_id: str) -> int:
-        """How many more capacity slots the tenant's deliveries may take now."""
+        """How many more of the tenant's deliveries may be under way or in line now."""
         with self._changed:
             return max(0, self.per_tenant - self._tenants[tenant_id])
 
@@ -123,13 +129,16 @@ class Slots:
         with self._changed:
             return {e for e, n in self._endpoints.items() if n >= self.per_endpoint}
 
-    def leave(self, endpoint_id: str, *, answered: bool = True) -> None:
+    def leave(self, delivery: InHand, *, answered: bool = True) -> None:
         """An admitted attempt's request is over (`answered`: the receiver's status line
-        came): its endpoint slot is free, and the claims are woken. (Every time: a claim
+        came): its endpoint slot and its place in its tenant's share are free, and the
+        claims are woken. (Every time: a claim
         takes whatever room gathered while the previous one ran, so they batch by
         themselves; waking once per ten finished requests left a worker holding fewer
         than ten asleep until its idle poll.)"""
-        self._drop(endpoint_id, answered=answered)
+        self._drop(delivery.endpoint_id, answered=answered)
+        with self._changed:
+            self._uncount(delivery.id)
         self._on_endpoint_room()
 
     def withdraw(self, endpoint_id: str) -> None:
@@ -137,11 +146,12 @@ class Slots:
         slot is free. Not an answer, and no wake-up: its claim goes on."""
         self._drop(endpoint_id, answered=False)
 
-    def pass_on(self, endpoint_id: str) -> None:
+    def pass_on(self, finished: InHand) -> None:
         """An admitted attempt's request is over and a refused delivery to the same
         endpoint takes its endpoint slot (it holds its capacity slot already)."""
         with self._changed:
-            self._last_left[endpoint_id] = time.monotonic()
+            self._last_left[finished.endpoint_id] = time.monotonic()
+            self._uncount(finished.id)
 
     def _drop(self, endpoint_id: str, *, answered: bool) -> None:
         with self._changed:
@@ -172,14 +182,21 @@ class Slots:
         with self._changed:
             self._used -= 1
             self._held.pop(delivery.id, None)
-            self._tenants[delivery.tenant_id] -= 1
-            if self._tenants[delivery.tenant_id] <= 0:
-                del self._tenants[delivery.tenant_id]
+            self._uncount(delivery.id)  # given back from the line: never under way
             self._changed.notify_all()
+
+    def _uncount(self, delivery_id: str) -> None:
+        """The delivery leaves its tenant's share (once: its request ended, or it was
+        given back without one)."""
+        tenant_id = self._tenant_of.pop(delivery_id, None)
+        if tenant_id is not None:
+            self._tenants[tenant_id] -= 1
+            if self._tenants[tenant_id] <= 0:
+                del self._tenants[tenant_id]
 
     def release(self, delivery: InHand) -> None:
         """An admitted attempt that will not happen (or never reached the recorder)."""
-        self.leave(delivery.endpoint_id, answered=False)
+        self.leave(delivery, answered=False)
         self.free(delivery)
 
     def held(self) -> list[tuple[str, int]]:

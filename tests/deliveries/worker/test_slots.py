@@ -55,26 +55,29 @@ def test_admission_caps_each_endpoint_and_frees_unused_reservations() -> None:
 
 def test_an_endpoint_counts_as_answering_only_while_its_answers_come() -> None:
     slots = make()
-    slots.admit(of_tenant(["a"] * 3 + ["b"]), slots.reserve(4))
+    a = of_tenant(["a"] * 3 + ["b"])
+    slots.admit(a, slots.reserve(4))
     assert not slots.answered("a", within=1.0)  # nothing answered yet
-    slots.leave("a", answered=False)  # a timeout: the request is over, with no answer
+    slots.leave(a[0], answered=False)  # a timeout: the request is over, with no answer
     assert not slots.answered("a", within=1.0) and slots.open_to("a") == 2
-    slots.admit(of_tenant(["a"]), slots.reserve(1))
-    slots.leave("a")
+    later = of_tenant(["a"])
+    slots.admit(later, slots.reserve(1))
+    slots.leave(later[0])
     assert slots.answered("a", within=1.0) and slots.open_to("a") == 2
     assert not slots.answered("a", within=0.0)  # not recently enough
     slots.withdraw("b")  # never started: not an answer
     assert not slots.answered("b", within=1.0) and slots.room("b") == 4
-    slots.leave("a")
-    slots.leave("a")  # nothing open any more: it still answered
+    slots.leave(a[1])
+    slots.leave(a[2])  # nothing open any more: it still answered
     assert slots.answered("a", within=1.0) and slots.open_to("a") == 0
 
 
 def test_a_slot_passed_on_stays_taken_and_counts_as_an_answer() -> None:
     woken = []
     slots = make(on_endpoint_room=lambda: woken.append(True))
-    slots.admit(of_tenant(["a"] * 4), slots.reserve(4))
-    slots.pass_on("a")
+    claimed = of_tenant(["a"] * 4)
+    slots.admit(claimed, slots.reserve(4))
+    slots.pass_on(claimed[0])
     assert slots.room("a") == 0 and slots.open_to("a") == 4 and slots.answered("a", within=1.0)
     assert woken == []  # no room came free: no claim to wake
 
@@ -93,7 +96,7 @@ def test_an_endpoint_slot_is_free_when_the_request_ends_before_it_is_recorded() 
     slots = make()
     claimed = of_tenant(["a"] * 4)
     slots.admit(claimed, slots.reserve(4))
-    slots.leave("a")
+    slots.leave(claimed[0])
     assert slots.room("a") == 1 and slots.in_flight == 4  # capacity waits for the record
     slots.free(claimed[0])
     assert slots.in_flight == 3
@@ -102,9 +105,10 @@ def test_an_endpoint_slot_is_free_when_the_request_ends_before_it_is_recorded() 
 def test_every_finished_request_wakes_the_claims() -> None:
     woken = []
     slots = make(on_endpoint_room=lambda: woken.append(True))
-    slots.admit(of_tenant(["a"] * 3), slots.reserve(3))
-    slots.leave("a")
-    slots.leave("a")
+    claimed = of_tenant(["a"] * 3)
+    slots.admit(claimed, slots.reserve(3))
+    slots.leave(claimed[0])
+    slots.leave(claimed[1])
     assert woken == [True, True]
 
 
@@ -135,19 +139,23 @@ def test_drain_waits_for_attempts_under_way() -> None:
     assert slots.wait_idle(timeout=5)
 
 
-def test_a_tenant_s_room_counts_its_capacity_slots_until_each_is_freed() -> None:
+def test_a_tenant_s_room_counts_its_requests_under_way_and_its_line() -> None:
     slots = make(per_tenant=5)
     busy, quiet = of_tenant(["a"] * 5, "busy"), of_tenant(["q"], "quiet")
     verdict = slots.admit(busy + quiet, slots.reserve(6))
-    # The endpoint cap refuses one of busy's, which still holds a capacity slot (in line).
+    # The endpoint cap refuses one of busy's, which still counts (in line).
     assert verdict == [True] * 4 + [False, True]
     assert (slots.tenant_room("busy"), slots.tenant_room("quiet")) == (0, 4)
-    slots.leave("a")  # its request is over; the slot waits for the record
-    assert slots.tenant_room("busy") == 0
-    slots.free(busy[0])
+    slots.pass_on(busy[0])  # its request is over; the one in line takes its place
     assert slots.tenant_room("busy") == 1
+    slots.leave(busy[1])  # over, waiting for its record: out of the share already
+    assert slots.tenant_room("busy") == 2 and slots.in_flight == 6
+    slots.free(busy[1])  # recorded: counted once only
+    assert slots.tenant_room("busy") == 2
+    slots.free(busy[4])  # the one in line given back
+    assert slots.tenant_room("busy") == 3
     slots.release(quiet[0])
-    assert slots.tenant_room("quiet") == 5 and slots.in_flight == 4
+    assert slots.tenant_room("quiet") == 5 and slots.in_flight == 3
 
 
 def test_every_delivery_holding_a_slot_is_held_with_its_claim_s_attempt_number() -> None:
@@ -156,7 +164,7 @@ def test_every_delivery_holding_a_slot_is_held_with_its_claim_s_attempt_number()
     claimed[2] = dataclasses.replace(claimed[2], attempt_count=3)
     slots.admit(claimed, slots.reserve(5))
     assert sorted(slots.held()) == sorted([(d.id, d.attempt_count) for d in claimed])
-    slots.leave("a")  # over, not recorded yet: still held (its lease is still needed)
+    slots.leave(claimed[0])  # over, not recorded yet: still held (its lease is still needed)
     assert len(slots.held()) == 3
     slots.free(claimed[0])
     assert sorted(slots.held()) == sorted([(d.id, d.attempt_count) for d in claimed[1:]])
