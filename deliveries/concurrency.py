@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 KEY = "homing:inflight:{}"
 RAMP_KEY = "homing:ramp:{}"
+# The worker processes sending now, scored by when each last said so (Redis's clock).
+WORKERS_KEY = "homing:workers"
 RAMP_START = 2  # in flight at once to an endpoint whose circuit just closed
 RAMP_SECONDS = 600  # a ramp not grown out within this is forgotten
 
@@ -84,7 +86,23 @@ end
 return #KEYS
 """
 
+# KEYS: the workers' set; ARGV: this worker's name, 1 (it sends) or 0 (it stopped), how
+# many seconds a worker stays counted without saying so again. Returns how many count.
+_WORKERS_SCRIPT = """
+local now = tonumber(redis.call('TIME')[1])
+local within = tonumber(ARGV[3])
+if ARGV[2] == '1' then
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+else
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - within)
+redis.call('EXPIRE', KEYS[1], within)
+return redis.call('ZCARD', KEYS[1])
+"""
+
 _script: redis.commands.core.Script | None = None
+_workers_script: redis.commands.core.Script | None = None
 _room_script: redis.commands.core.Script | None = None
 _hand_over_script: redis.commands.core.Script | None = None
 
@@ -216,3 +234,23 @@ def _ramp(action: Callable[[redis.Redis], object]) -> None:
         action(redis_client())
     except (redis.RedisError, OSError):
         logger.warning("could not update a recovering endpoint's ramp (Redis)", exc_info=True)
+
+
+def workers_sending(*, worker: str, sending: bool = True, within: float = 10.0) -> int:
+    """How many worker processes send now, `worker` included (`sending`) or not (it is
+    stopping): each says so again more often than every `within` seconds, and one that
+    stops saying so (a crash) stops counting after that. Each endpoint's cap is shared
+    between them (worker.py). 1 without Redis, or if it does not answer."""
+    if not settings.REDIS_URL:
+        return 1
+    global _workers_script
+    try:
+        if _workers_script is None:
+            _workers_script = redis_client().register_script(_WORKERS_SCRIPT)
+        counted = _workers_script(
+            keys=[WORKERS_KEY], args=[worker, 1 if sending else 0, max(1, int(within))]
+        )
+    except (redis.RedisError, OSError):
+        logger.warning("could not count the workers sending (Redis)", exc_info=True)
+        return 1
+    return max(1, int(counted))

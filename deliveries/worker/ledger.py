@@ -26,6 +26,10 @@ from deliveries.worker.slots import Slots
 
 D = TypeVar("D", bound=InHand)
 
+# A worker that has not said it sends for this long (it died) no longer shares the
+# endpoints' places; a live one says so every WORKERS_SAY_SECONDS (worker.py).
+WORKERS_SEEN_SECONDS = 10.0
+
 
 class Ledger:
     def __init__(self, slots: Slots, releases: Releases, cluster: Cluster = concurrency) -> None:
@@ -62,6 +66,13 @@ class Ledger:
     def cluster_rooms(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
         """How many more each endpoint may have in flight across the cluster now."""
         return self._cluster.rooms(endpoint_ids=endpoint_ids)
+
+    def workers_sending(self, worker: str, *, sending: bool = True) -> int:
+        """How many worker processes share the cluster's endpoint places now (`worker`,
+        this one, counted while `sending`)."""
+        return self._cluster.workers_sending(
+            worker=worker, sending=sending, within=WORKERS_SEEN_SECONDS
+        )
 
     def hand_over(self, finished: InHand, successor: InHand) -> None:
         """`finished`'s request is over and `successor` (claimed ahead, holding its

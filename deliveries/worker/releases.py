@@ -38,6 +38,10 @@ class Cluster(Protocol):
 
     def release_many(self, *, finished: Sequence[tuple[str, str]]) -> None: ...
 
+    def workers_sending(
+        self, *, worker: str, sending: bool = True, within: float = 10.0
+    ) -> int: ...
+
 
 class Releases:
     def __init__(

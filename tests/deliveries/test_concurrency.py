@@ -97,3 +97,21 @@ def test_a_handed_over_slot_lapses_a_lease_after_the_hand_over(endpoint, setting
     assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 0}
     time.sleep(0.5)
     assert concurrency.rooms(endpoint_ids=[endpoint]) == {endpoint: 1}
+
+
+def test_workers_sending_count_until_they_stop_or_fall_silent(redis_url) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    assert concurrency.workers_sending(worker="w1") == 1
+    assert concurrency.workers_sending(worker="w2") == 2
+    assert concurrency.workers_sending(worker="w1") == 2  # saying it again counts once
+    assert concurrency.workers_sending(worker="w2", sending=False) == 1
+    now = int(client.time()[0])  # Redis's clock, as the script's
+    client.zadd(concurrency.WORKERS_KEY, {"crashed": now - 20})  # silent for 20 s
+    assert concurrency.workers_sending(worker="w1", within=10) == 1
+
+
+def test_without_redis_a_worker_sends_alone(settings) -> None:
+    settings.REDIS_URL = ""
+    assert concurrency.workers_sending(worker="w1") == 1

@@ -46,6 +46,9 @@ class FakeCluster:
         for endpoint_id, delivery_id in finished:
             self.held.get(endpoint_id, set()).discard(delivery_id)
 
+    def workers_sending(self, *, worker: str, sending: bool = True, within: float = 10.0) -> int:
+        return 1
+
 
 def make(cluster: FakeCluster, per_endpoint: int = 4) -> Ledger:
     slots = Slots(capacity=20, per_endpoint=per_endpoint, per_tenant=12)

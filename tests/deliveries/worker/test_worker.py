@@ -96,3 +96,22 @@ def test_a_worker_that_is_never_started_has_no_thread_and_closes() -> None:
     created = Worker(capacity=4)
     assert set(threading.enumerate()) == before
     created.close()
+
+
+def test_worker_processes_share_each_endpoint_s_places(settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 50
+    first, second = Worker(capacity=400), Worker(capacity=400)
+    try:
+        first._share_endpoints()
+        assert first.slots.per_endpoint == 50  # alone: the whole cap
+        second._share_endpoints()
+        assert second.slots.per_endpoint == 25  # two sending: half each
+        first._workers_said = float("-inf")  # its next word is due
+        first._share_endpoints()
+        assert first.slots.per_endpoint == 25
+    finally:
+        first.close()
+    second._workers_said = float("-inf")
+    second._share_endpoints()
+    assert second.slots.per_endpoint == 50  # the first said it stopped: the whole cap again
+    second.close()
