@@ -176,6 +176,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="py-spy the web and worker")
     parser.add_argument("--profile-dir", default="/tmp/homing-bench-profiles")
     parser.add_argument("--keep", action="store_true", help="keep logs and data directory")
+    parser.add_argument(
+        "--ingest-seconds", type=float, help="cap on each ingestion run (45; quick 15)"
+    )
+    parser.add_argument("--drain-seconds", type=float, help="cap on each drain (60; quick 20)")
     parser.add_argument("--wrk-seconds", type=float, help="each wrk run (10; quick 5)")
     parser.add_argument("--wrk-connections", type=int, default=16, help="wrk, single POSTs")
     parser.add_argument("--wrk-batch-connections", type=int, default=8, help="wrk, batches")
@@ -203,8 +207,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.raw_threads = 16
     # Caps that keep a run inside its time budget however slow the platform is; a run
     # that hits one reports what it did in the time (and says so).
-    args.ingest_seconds = 15 if args.quick else 45
-    args.drain_seconds = 20 if args.quick else 60
+    args.ingest_seconds = args.ingest_seconds or (15 if args.quick else 45)
+    args.drain_seconds = args.drain_seconds or (20 if args.quick else 60)
     args.tail_seconds = 15 if args.quick else 30
     if args.quick and args.workers == [1, 2]:
         args.workers = [2]
