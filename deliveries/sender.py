@@ -297,6 +297,8 @@ async def _read_bounded(response: aiohttp.ClientResponse) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if response.content.at_eof():  # the whole body is in: no read to learn it
+                break
     except (TimeoutError, aiohttp.ClientError, OSError):
         pass  # cut short (timeout, reset, bad chunking): the status stands
     if size >= RESPONSE_BODY_LIMIT and not response.content.at_eof():
