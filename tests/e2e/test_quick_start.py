@@ -172,7 +172,27 @@ def test_every_printed_command_then_the_readme_flow_work_in_a_new_terminal(tmp_p
             run.wait(timeout=30)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)  # nothing may outlive the test
+        # Nor what the process manager started in sessions of its own (a scheduler and
+        # a gunicorn were once found running long after): whatever runs in the checkout.
+        for pid in processes_in(checkout):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         receiver.stop()
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Processes whose working directory is `directory` or under it (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:  # gone, or not ours to read
+            continue
+        if cwd == directory or directory in cwd.parents:
+            found.append(int(entry.name))
+    return found
 
 
 def up(base: str) -> bool:
