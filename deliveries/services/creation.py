@@ -7,6 +7,7 @@ from typing import Any
 
 from core.clock import database_now
 from core.ids import new_id
+from core.postgresql.prepared import text_array
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.ordering import deliveries_line_up
@@ -102,7 +103,8 @@ def deliveries_insert_ctes(
     INSERT of these deliveries of one tenant, due `now` — for ingestion to run in one
     statement with its events (it publishes them itself once they are committed).
 
-    A fixed number of parameters however many rows: ids as text arrays, the rest shared,
+    A fixed number of parameters however many rows: ids as text array literals (psycopg
+    binds a list element by element in Python, text_array says why), the rest shared,
     so the statement text is the same for 1 or 10,000 deliveries and no value goes
     through the model's fields one by one (for a batch of 100 events that walk, and
     psycopg parsing 1,100 placeholders, were most of the web process's CPU)."""
@@ -120,9 +122,9 @@ def deliveries_insert_ctes(
         "FROM new_rows AS d JOIN sequences s USING (endpoint_id))"
     )
     return sql, [
-        [d.id for d in deliveries],
-        [d.event_id for d in deliveries],
-        [d.endpoint_id for d in deliveries],
+        text_array([d.id for d in deliveries]),
+        text_array([d.event_id for d in deliveries]),
+        text_array([d.endpoint_id for d in deliveries]),
         tenant_id,
         Delivery.Status.PENDING.value,
         now,

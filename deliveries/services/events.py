@@ -23,7 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from core import counters
 from core.clock import database_now
 from core.ids import new_id
-from core.postgresql.prepared import prepared_cursor
+from core.postgresql.prepared import prepared_cursor, text_array
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
@@ -178,8 +178,9 @@ def _events_insert(
     """The INSERT of the events with a fixed number of parameters however many they are:
     the statement text is the same for 1 or 1,000 events (prepared once per connection), and
     no value goes through the model's fields one by one. The `data` of all events is one
-    jsonb array (one json.dumps), the ids and types are text arrays, and the events of one
-    call share their created_at. Each row's tenant_id comes from the statement's `gate`."""
+    jsonb array (one json.dumps), the ids and types are text array literals (text_array),
+    and the events of one call share their created_at. Each row's tenant_id comes from the
+    statement's `gate`."""
     data = Event._meta.get_field("data").get_db_prep_save([e.data for e in inputs], connection)
     table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
     sql = (
@@ -187,7 +188,7 @@ def _events_insert(
         "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
         "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
     )
-    return sql, [data, now, list(ids), [e.type for e in inputs]]
+    return sql, [data, now, text_array(ids), text_array([e.type for e in inputs])]
 
 
 @transaction.atomic
