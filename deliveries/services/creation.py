@@ -95,13 +95,20 @@ def deliveries_numbered(
 
 
 def deliveries_insert_ctes(
-    deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime
+    deliveries: Sequence[NewDelivery], *, tenant_id: str, now: datetime, after: str
 ) -> tuple[str, list[Any]]:
     """Entries of a WITH list (for events without an ordering key): `new_rows`, the
     deliveries as rows; `sequences`, which reserves their numbers (endpoint_id, last:
     what `deliveries_numbered` needs); and `new_deliveries`, the
     INSERT of these deliveries of one tenant, due `now` — for ingestion to run in one
     statement with its events (it publishes them itself once they are committed).
+
+    `after` names an earlier entry of the WITH list (an INSERT ... RETURNING: the
+    events) that is written in full before the counters are taken. A counter row stays
+    locked from its upsert to the commit, and every other creator for its endpoint waits
+    for it (100 producers posting to one endpoint queue on it): the less the statement
+    does after the upsert, the shorter that wait. What must follow it (the deliveries,
+    which carry its numbers, their foreign keys checked at commit, the commit) does.
 
     A fixed number of parameters however many rows: ids as text array literals (psycopg
     binds a list element by element in Python, text_array says why), the rest shared,
@@ -113,7 +120,10 @@ def deliveries_insert_ctes(
     # (as sequences_numbered does): d.n is the position in the list.
     sql = (
         "new_rows AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "  # noqa: S608
-        "WITH ORDINALITY AS d(id, event_id, endpoint_id, n)), "
+        "WITH ORDINALITY AS d(id, event_id, endpoint_id, n) "
+        # Counted (not EXISTS, which would stop at its first row): `after` runs to its end
+        # before the first row of new_rows, so before the upsert reading them.
+        f"WHERE (SELECT count(*) FROM {after}) > 0), "
         f"sequences AS ({counters_upsert_sql('new_rows')}), new_deliveries AS ("
         f"INSERT INTO {table} ({', '.join(DELIVERY_COLUMNS)}) "
         "SELECT d.id, %s, d.event_id, d.endpoint_id, %s, 0, 0, %s, NULL, '', %s, %s, "

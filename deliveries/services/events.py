@@ -148,11 +148,12 @@ def _insert_routed(
     sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
     if every:
         deliveries_insert, delivery_params = deliveries_insert_ctes(
-            every, tenant_id=tenant.pk, now=now
+            every, tenant_id=tenant.pk, now=now, after="new_events"
         )
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
-        # The statement answers each endpoint's last sequence number.
-        sql += f", new_events AS ({event_insert}), {deliveries_insert} TABLE sequences"
+        # The events are written before the sequence counters are locked (the
+        # deliveries, after). The statement answers each endpoint's last sequence number.
+        sql += f", new_events AS ({event_insert} RETURNING id), {deliveries_insert} TABLE sequences"
         params += delivery_params
     else:
         sql += event_insert
