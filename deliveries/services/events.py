@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 
 from core import counters
 from core.clock import database_now
@@ -83,26 +83,33 @@ def events_ingest(
     # line, which must be read after the sequence counters are locked (ordering.py),
     # so not in the one statement (whose snapshot is taken before it waits for them).
     keyed = any(item.ordering_key is not None for item in inputs)
-    if connection.vendor == "postgresql" and not keyed:
+    db = connections[DEFAULT_DB_ALIAS]  # once: each read through `connection` looks it up
+    if db.vendor == "postgresql" and not keyed:
         events = _ingest_in_one_statement(
-            tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
+            tenant=tenant,
+            inputs=inputs,
+            exclude_endpoint_id=exclude_endpoint_id,
+            in_transaction=db.in_atomic_block,
         )
     else:
         events = _ingest_with_the_orm(
             tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
         )
     # homing_events_total; at once outside a transaction, else when it commits.
-    transaction.on_commit(lambda: counters.increment_soon("events", len(events)))
+    db.on_commit(lambda: counters.increment_soon("events", len(events)))
     return events
 
 
 def _ingest_in_one_statement(
-    *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
+    *,
+    tenant: Tenant,
+    inputs: Sequence[EventInput],
+    exclude_endpoint_id: str | None,
+    in_transaction: bool,
 ) -> list[IngestedEvent]:
     # Outside a transaction the routing may come from this process's cache: the statement
     # itself checks it is current (routing.py). Inside one, a failed statement would
     # abort the caller's transaction, so the routing is read afresh instead.
-    in_transaction = connection.in_atomic_block
     routing = None if in_transaction else routing_cached(tenant_id=tenant.pk)
     for _ in range(ROUTING_TRIES):
         if routing is None:
