@@ -190,13 +190,15 @@ def _events_insert(
     and the events of one call share their created_at. Each row's tenant_id comes from the
     statement's `gate`."""
     data = Event._meta.get_field("data").get_db_prep_save([e.data for e in inputs], connection)
-    table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
-    sql = (
-        f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
-        "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
-        "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
-    )
-    return sql, [data, now, text_array(ids), text_array([e.type for e in inputs])]
+    return EVENTS_INSERT, [data, now, text_array(ids), text_array([e.type for e in inputs])]
+
+
+# Names from the model, values all bound: no input in SQL.
+EVENTS_INSERT = (
+    f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
+    "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
+    "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
+)
 
 
 @transaction.atomic
