@@ -82,7 +82,7 @@ class BalancedThreadWorker(ThreadWorker):
             return
         # This process's background threads (the publisher, the counters), started by
         # their owner once Django is loaded; closed at exit (core/background.py). Their
-        # modules are imported here: the URLs, which import them, load on first request.
+        # modules are imported here, whatever the WSGI application loaded already.
         import core.counters
         import deliveries.queue
         from core.background import start_gatherers

@@ -15,11 +15,13 @@ from django.http import HttpRequest, HttpResponse
 from config.logs import request_id
 
 HEADER = "X-Request-ID"
+META_KEY = "HTTP_X_REQUEST_ID"  # HEADER as WSGI names it
 ACCEPTED = re.compile(r"[\x20-\x7e]{1,200}")
 
 
 def _request_id_from(request: HttpRequest) -> str:
-    offered = request.headers.get(HEADER, "")
+    # From META: request.headers would build a dict of every header for this one.
+    offered = request.META.get(META_KEY, "")
     if ACCEPTED.fullmatch(offered) and offered.strip():
         return offered
     return f"req_{uuid.uuid4().hex}"

@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import os
 
-from django.core.wsgi import get_wsgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django.setup(set_prefix=False)  # as get_wsgi_application() does
 
-application = get_wsgi_application()
+from config.intake_handler import Application  # noqa: E402  # needs the apps loaded
+
+application = Application()

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 
 from core import counters
 from core.clock import database_now
 from core.ids import new_id
-from core.postgresql.prepared import prepared_cursor
+from core.postgresql.prepared import prepared_cursor, text_array
 from deliveries.models import Delivery
 from deliveries.queue import publish_deliveries_on_commit
 from deliveries.services.creation import (
@@ -83,26 +83,33 @@ def events_ingest(
     # line, which must be read after the sequence counters are locked (ordering.py),
     # so not in the one statement (whose snapshot is taken before it waits for them).
     keyed = any(item.ordering_key is not None for item in inputs)
-    if connection.vendor == "postgresql" and not keyed:
+    db = connections[DEFAULT_DB_ALIAS]  # once: each read through `connection` looks it up
+    if db.vendor == "postgresql" and not keyed:
         events = _ingest_in_one_statement(
-            tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
+            tenant=tenant,
+            inputs=inputs,
+            exclude_endpoint_id=exclude_endpoint_id,
+            in_transaction=db.in_atomic_block,
         )
     else:
         events = _ingest_with_the_orm(
             tenant=tenant, inputs=inputs, exclude_endpoint_id=exclude_endpoint_id
         )
     # homing_events_total; at once outside a transaction, else when it commits.
-    transaction.on_commit(lambda: counters.increment_soon("events", len(events)))
+    db.on_commit(lambda: counters.increment_soon("events", len(events)))
     return events
 
 
 def _ingest_in_one_statement(
-    *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
+    *,
+    tenant: Tenant,
+    inputs: Sequence[EventInput],
+    exclude_endpoint_id: str | None,
+    in_transaction: bool,
 ) -> list[IngestedEvent]:
     # Outside a transaction the routing may come from this process's cache: the statement
     # itself checks it is current (routing.py). Inside one, a failed statement would
     # abort the caller's transaction, so the routing is read afresh instead.
-    in_transaction = connection.in_atomic_block
     routing = None if in_transaction else routing_cached(tenant_id=tenant.pk)
     for _ in range(ROUTING_TRIES):
         if routing is None:
@@ -148,11 +155,12 @@ def _insert_routed(
     sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
     if every:
         deliveries_insert, delivery_params = deliveries_insert_ctes(
-            every, tenant_id=tenant.pk, now=now
+            every, tenant_id=tenant.pk, now=now, after="new_events"
         )
         # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
-        # The statement answers each endpoint's last sequence number.
-        sql += f", new_events AS ({event_insert}), {deliveries_insert} TABLE sequences"
+        # The events are written before the sequence counters are locked (the
+        # deliveries, after). The statement answers each endpoint's last sequence number.
+        sql += f", new_events AS ({event_insert} RETURNING id), {deliveries_insert} TABLE sequences"
         params += delivery_params
     else:
         sql += event_insert
@@ -178,16 +186,19 @@ def _events_insert(
     """The INSERT of the events with a fixed number of parameters however many they are:
     the statement text is the same for 1 or 1,000 events (prepared once per connection), and
     no value goes through the model's fields one by one. The `data` of all events is one
-    jsonb array (one json.dumps), the ids and types are text arrays, and the events of one
-    call share their created_at. Each row's tenant_id comes from the statement's `gate`."""
+    jsonb array (one json.dumps), the ids and types are text array literals (text_array),
+    and the events of one call share their created_at. Each row's tenant_id comes from the
+    statement's `gate`."""
     data = Event._meta.get_field("data").get_db_prep_save([e.data for e in inputs], connection)
-    table = Event._meta.db_table  # names from the model, values all bound: no input in SQL
-    sql = (
-        f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
-        "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
-        "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
-    )
-    return sql, [data, now, list(ids), [e.type for e in inputs]]
+    return EVENTS_INSERT, [data, now, text_array(ids), text_array([e.type for e in inputs])]
+
+
+# Names from the model, values all bound: no input in SQL.
+EVENTS_INSERT = (
+    f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
+    "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
+    "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
+)
 
 
 @transaction.atomic

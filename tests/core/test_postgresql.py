@@ -97,3 +97,19 @@ def test_the_ingestion_statement_is_prepared_once_per_connection(alice):
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH gate%%'"
         )
         assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        ["evt_06h1avkgfymjbfajmkzzhesrf8"],
+        ["NULL", "null", "", " padded ", "a,b", "{x}", 'say "hi"', "back\\slash", "é ☃"],
+    ],
+)
+def test_a_text_array_literal_reads_back_as_the_same_strings(values):
+    from core.postgresql.prepared import prepared_cursor, text_array
+
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::text[]", [text_array(values)])
+        assert cursor.fetchone()[0] == values

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -170,3 +171,62 @@ def test_fan_outs_over_many_endpoints_at_once_do_not_deadlock(make_actor):
     assert errors == []
     for endpoint in endpoints:
         assert sorted(sequences_of(endpoint)) == list(range(1, 6 * 10 * 4 + 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_ingestion_writes_its_events_before_it_waits_for_the_counter(alice, monkeypatch):
+    """A counter row stays locked from its upsert to the commit, and every other creator
+    for the endpoint waits for it (many producers on one endpoint queue there): the
+    events are written before it is taken, so it is held for less. Seen from outside:
+    while an ingestion waits for the counter, its event's id is already taken."""
+    import psycopg
+
+    from core.ids import new_id
+
+    endpoint = make_endpoint(alice)
+    event_ingest(tenant=alice.tenant, event_type="a.b", data={})  # the counter row exists
+    monkeypatch.setattr(
+        "deliveries.services.events.new_id",
+        lambda prefix: "evt_waiting" if prefix == "evt" else new_id(prefix),
+    )
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as holder, psycopg.connect(**params) as prober:
+        holder.execute(
+            "SELECT last FROM deliveries_sequencecounter WHERE endpoint_id = %s FOR UPDATE",
+            [endpoint],
+        )
+        answers: list[Any] = []
+
+        def ingest() -> None:
+            try:
+                answers.append(event_ingest(tenant=alice.tenant, event_type="a.b", data={}))
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=ingest)
+        thread.start()
+        for _ in range(500):  # until the ingestion waits for the counter's lock
+            waiting = prober.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE 'WITH gate%%'"
+            ).fetchone()
+            prober.rollback()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the ingestion never waited for the counter")
+
+        prober.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):  # its uncommitted event holds it
+            prober.execute(
+                "INSERT INTO webhooks_event (id, tenant_id, type, data, created_at) "
+                "VALUES ('evt_waiting', %s, 'a.b', '{}', now())",
+                [alice.tenant.pk],
+            )
+        prober.rollback()
+        holder.rollback()  # the counter is free: the ingestion goes on
+        thread.join(10)
+
+    assert [event.id for event in answers] == ["evt_waiting"]
+    assert answers[0].deliveries[0].sequence == 2
