@@ -121,8 +121,8 @@ def backpressure_bench(*, backlog: int, rounds: int) -> list[tuple[str, float, f
         cursor.execute(
             "INSERT INTO deliveries_delivery (id, tenant_id, event_id, endpoint_id, status, "
             "attempt_count, schedule_offset, next_attempt_at, last_error, created_at, "
-            "updated_at) SELECT 'dlv_bench' || n, %s, 'evt_bench', %s, 'pending', 0, 0, "
-            "now(), '', now(), now() FROM generate_series(1, %s) AS n",
+            "updated_at, sequence) SELECT 'dlv_bench' || n, %s, 'evt_bench', %s, 'pending', "
+            "0, 0, now(), '', now(), now(), n FROM generate_series(1, %s) AS n",
             [deep.pk, endpoint.pk, backlog],
         )
         cursor.execute("VACUUM ANALYZE deliveries_delivery")
