@@ -356,8 +356,6 @@ class Worker:
         if time.monotonic() - self._leases_renewed < lease_seconds * RENEW_LEASES_AFTER:
             return
         self._leases_renewed = time.monotonic()
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._workers_said = float("-inf")
         deliveries_renew_leases(held=self.slots.held(), lease_seconds=lease_seconds)
 
     def _signable(self, claimed: list[Claimed]) -> list[Claimed]:

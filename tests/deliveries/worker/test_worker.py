@@ -115,3 +115,20 @@ def test_worker_processes_share_each_endpoint_s_places(settings) -> None:
     second._share_endpoints()
     assert second.slots.per_endpoint == 50  # the first said it stopped: the whole cap again
     second.close()
+
+
+def test_a_worker_renewing_its_leases_stays_one_worker(settings) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 50
+    alone = Worker(capacity=400)
+    try:
+        alone._share_endpoints()
+        name = alone.name
+        for _ in range(3):
+            alone._leases_renewed = float("-inf")  # a renewal is due
+            alone._renew_leases()
+            alone._workers_said = float("-inf")
+            alone._share_endpoints()
+        assert alone.name == name
+        assert alone.slots.per_endpoint == 50  # still counted once
+    finally:
+        alone.close()
