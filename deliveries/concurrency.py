@@ -101,7 +101,26 @@ redis.call('EXPIRE', KEYS[1], within)
 return redis.call('ZCARD', KEYS[1])
 """
 
+# KEYS: per attempt, its endpoint's set; ARGV: lease seconds, then per attempt its
+# delivery. Each member still there is held a lease from now (one that lapsed stays out).
+_RENEW_SCRIPT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local lease = tonumber(ARGV[1])
+local renewed = 0
+for i = 1, #KEYS do
+  local lapses = redis.call('ZSCORE', KEYS[i], ARGV[i + 1])
+  if lapses and tonumber(lapses) > now then
+    redis.call('ZADD', KEYS[i], now + lease, ARGV[i + 1])
+    redis.call('PEXPIRE', KEYS[i], math.ceil(lease * 1000))
+    renewed = renewed + 1
+  end
+end
+return renewed
+"""
+
 _script: redis.commands.core.Script | None = None
+_renew_script: redis.commands.core.Script | None = None
 _workers_script: redis.commands.core.Script | None = None
 _room_script: redis.commands.core.Script | None = None
 _hand_over_script: redis.commands.core.Script | None = None
@@ -234,6 +253,27 @@ def _ramp(action: Callable[[redis.Redis], object]) -> None:
         action(redis_client())
     except (redis.RedisError, OSError):
         logger.warning("could not update a recovering endpoint's ramp (Redis)", exc_info=True)
+
+
+def renew(*, held: Sequence[tuple[str, str]], lease_seconds: float) -> None:
+    """These (endpoint, delivery) attempts are still under way: their places are held a
+    lease from now, as their database leases are (an attempt outliving its first lease
+    kept counting against the cap). One round trip for them all."""
+    if not settings.REDIS_URL:
+        _local.renew(held, lease_seconds)
+        return
+    if not held:
+        return
+    global _renew_script
+    try:
+        if _renew_script is None:
+            _renew_script = redis_client().register_script(_RENEW_SCRIPT)
+        _renew_script(
+            keys=[KEY.format(endpoint_id) for endpoint_id, _ in held],
+            args=[lease_seconds, *(delivery_id for _, delivery_id in held)],
+        )
+    except (redis.RedisError, OSError):
+        logger.warning("could not renew endpoint slots (Redis)", exc_info=True)
 
 
 def workers_sending(*, worker: str, sending: bool = True, within: float = 10.0) -> int:

@@ -58,6 +58,14 @@ class LocalConcurrency:
                     if not held:
                         del self._held[endpoint_id]
 
+    def renew(self, held: Sequence[tuple[str, str]], lease: float) -> None:
+        with self._lock:
+            now = time.monotonic()
+            for endpoint_id, delivery_id in held:
+                places = self._held.get(endpoint_id, {})
+                if places.get(delivery_id, now) > now:  # still held: a lapsed one stays out
+                    places[delivery_id] = now + lease
+
     def hand_over(self, handed: Sequence[tuple[str, str, str]], lease: float) -> None:
         with self._lock:
             for endpoint_id, finished_id, next_id in handed:

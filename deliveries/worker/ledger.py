@@ -16,6 +16,7 @@ included:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -36,6 +37,9 @@ class Ledger:
         self.slots = slots
         self.releases = releases
         self._cluster = cluster
+        # Delivery -> endpoint, for each place held in the cluster (renew_places).
+        self._places: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def admit(
         self, claimed: Sequence[D], reserved: int, *, lease_seconds: float
@@ -61,6 +65,10 @@ class Ledger:
         full = [d for d, ok in zip(here, places, strict=True) if not ok]
         for delivery in full:  # another worker took the last places first
             self.slots.withdraw(delivery.endpoint_id)
+        with self._lock:
+            for delivery, ok in zip(here, places, strict=True):
+                if ok:
+                    self._places[delivery.id] = delivery.endpoint_id
         return [d for d, ok in zip(here, places, strict=True) if ok], refused + full
 
     def cluster_rooms(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
@@ -78,13 +86,25 @@ class Ledger:
         """`finished`'s request is over and `successor` (claimed ahead, holding its
         capacity slot) takes its endpoint place, here and in the cluster."""
         self.slots.pass_on(finished)
+        with self._lock:
+            self._places.pop(finished.id, None)
+            self._places[successor.id] = successor.endpoint_id
         self.releases.handed_over(finished.endpoint_id, finished.id, successor.id)
 
     def request_over(self, delivery: InHand, *, answered: bool) -> None:
         """The request ended (`answered`: the receiver's status line came): its endpoint
         place here at once, in the cluster with the next batch of releases."""
         self.slots.leave(delivery, answered=answered)
+        with self._lock:
+            self._places.pop(delivery.id, None)
         self.releases.finished(delivery.endpoint_id, delivery.id)
+
+    def renew_places(self, *, lease_seconds: float) -> None:
+        """The cluster places of the requests under way, held a lease from now (with
+        their database leases, worker.py): one that outlives its first lease still counts."""
+        with self._lock:
+            held = [(endpoint_id, delivery_id) for delivery_id, endpoint_id in self._places.items()]
+        self._cluster.renew(held=held, lease_seconds=lease_seconds)
 
     def finish(self, delivery: InHand) -> None:
         """Recorded, or given back: its capacity slot is free."""

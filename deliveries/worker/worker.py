@@ -357,6 +357,7 @@ class Worker:
             return
         self._leases_renewed = time.monotonic()
         deliveries_renew_leases(held=self.slots.held(), lease_seconds=lease_seconds)
+        self.ledger.renew_places(lease_seconds=lease_seconds)
 
     def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
         """Those whose endpoint's secrets this process can decrypt. The others are given

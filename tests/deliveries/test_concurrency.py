@@ -115,3 +115,15 @@ def test_workers_sending_count_until_they_stop_or_fall_silent(redis_url) -> None
 def test_without_redis_a_worker_sends_alone(settings) -> None:
     settings.REDIS_URL = ""
     assert concurrency.workers_sending(worker="w1") == 1
+
+
+def test_a_renewed_place_outlives_its_first_lease_and_a_lapsed_one_stays_out(
+    endpoint, settings
+) -> None:
+    settings.HOMING_ENDPOINT_CONCURRENCY = 3
+    concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["lapsed"], lease_seconds=0.3)
+    concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["long"], lease_seconds=1.0)
+    time.sleep(0.5)  # "lapsed" is past its lease, "long" is not
+    concurrency.renew(held=[(endpoint, "long"), (endpoint, "lapsed")], lease_seconds=60)
+    time.sleep(0.7)  # past "long"'s first lease
+    assert concurrency.rooms(endpoint_ids=[endpoint])[endpoint] == 2

@@ -49,6 +49,9 @@ class FakeCluster:
     def workers_sending(self, *, worker: str, sending: bool = True, within: float = 10.0) -> int:
         return 1
 
+    def renew(self, *, held: Sequence[tuple[str, str]], lease_seconds: float) -> None:
+        self.renewed = sorted(held)
+
 
 def make(cluster: FakeCluster, per_endpoint: int = 4) -> Ledger:
     slots = Slots(capacity=20, per_endpoint=per_endpoint, per_tenant=12)
@@ -150,3 +153,14 @@ def test_a_tenant_s_room_comes_back_as_its_requests_end() -> None:
     ledger.release(batch[1])
     assert ledger.slots.tenant_room("busy") == ledger.slots.per_tenant
     assert ledger.slots.in_flight == 0
+
+
+def test_the_places_renewed_are_those_of_the_requests_under_way() -> None:
+    cluster = FakeCluster(cap=2)
+    ledger = make(cluster)
+    first, second, third, other = claimed("a", "a", "a", "b")
+    ledger.admit([first, second, third, other], ledger.slots.reserve(4), lease_seconds=60)
+    ledger.hand_over(first, third)  # third was in line (the cluster's cap is 2)
+    ledger.request_over(other, answered=True)
+    ledger.renew_places(lease_seconds=60)
+    assert cluster.renewed == sorted([("a", second.id), ("a", third.id)])
