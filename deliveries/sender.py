@@ -161,7 +161,8 @@ class Sender:
         self._limit_per_host = limit_per_host
         self._session: aiohttp.ClientSession | None = None
         # uvloop: the loop's own work per request (scheduling, transports) in C, not
-        # Python (measured: ~20 us of ~130 us of CPU per POST; bench/README.md).
+        # Python (a plain aiohttp client here: 117-139 µs of CPU per POST against 129-147
+        # on asyncio's loop, three pairs on a loaded machine).
         self.loop = uvloop.new_event_loop()
         self._thread: threading.Thread | None = None
 

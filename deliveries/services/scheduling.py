@@ -53,8 +53,8 @@ def deliveries_wake_for_due() -> int:
     one message naming the earliest, unless a wake-up is already on its way. The worker
     then claims every due delivery, batch after batch (it finds them through their
     endpoints, not by the ids a message names: one is enough to say, in logs, what woke
-    it; a hundred cost the scheduler ~5% of a core during a backlog). Returns how many
-    were named."""
+    it, and a hundred were read and serialised four times a second for nothing).
+    Returns how many were named."""
     due = list(
         Delivery.objects.filter(
             PENDING_IN_TIME_ORDER, next_attempt_at__lte=database_now()

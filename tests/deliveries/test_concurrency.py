@@ -122,8 +122,9 @@ def test_a_renewed_place_outlives_its_first_lease_and_a_lapsed_one_stays_out(
 ) -> None:
     settings.HOMING_ENDPOINT_CONCURRENCY = 3
     concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["lapsed"], lease_seconds=0.3)
-    concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["long"], lease_seconds=1.0)
-    time.sleep(0.5)  # "lapsed" is past its lease, "long" is not
+    acquired = time.monotonic()
+    concurrency.acquire(endpoint_ids=[endpoint], delivery_ids=["long"], lease_seconds=2.0)
+    time.sleep(0.5)  # "lapsed" is past its lease, "long" is not (1.5 s to spare)
     concurrency.renew(held=[(endpoint, "long"), (endpoint, "lapsed")], lease_seconds=60)
-    time.sleep(0.7)  # past "long"'s first lease
+    time.sleep(max(0.0, acquired + 2.3 - time.monotonic()))  # past "long"'s first lease
     assert concurrency.rooms(endpoint_ids=[endpoint])[endpoint] == 2
