@@ -27,6 +27,21 @@ def _workers_cpu_seconds(master: int) -> dict[int, float]:
     return used
 
 
+def _both_workers_waiting(master: int, timeout: float = 60) -> dict[int, float]:
+    """The workers' CPU seconds once both are up and idle (their start-up done): a fixed
+    second was not always enough on a loaded machine, and a worker still importing
+    Django when the connections open at once is not there to take its share."""
+    deadline = time.monotonic() + timeout
+    last: dict[int, float] = {}
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = _workers_cpu_seconds(master)
+        if len(now) == 2 and now == last:
+            return now
+        last = now
+    raise AssertionError(f"the two web workers did not settle: {last}")
+
+
 def _client(port: int, start: threading.Barrier, failures: list[str]) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     start.wait()
@@ -44,8 +59,7 @@ def _client(port: int, start: threading.Barrier, failures: list[str]) -> None:
 def test_a_pool_of_connections_opened_at_once_is_served_by_every_worker(tmp_path):
     web = Web(tmp_path, "web", threads=2, workers=2)
     try:
-        time.sleep(1)  # both workers up and waiting
-        before = _workers_cpu_seconds(web.process.pid)
+        before = _both_workers_waiting(web.process.pid)
         start, failures = threading.Barrier(CONNECTIONS), list[str]()
         clients = [
             threading.Thread(target=_client, args=(web.port, start, failures))
