@@ -12,8 +12,8 @@ from homing_receiver import Deduplicator, DedupStore, DuplicateInProgress, Memor
 
 # Short enough to keep the suite quick, long enough that a loaded CI machine still
 # makes the in-between calls before the lease or ttl runs out.
-SHORT = 0.5
-PAST_SHORT = 0.8
+SHORT = 2.0  # long enough that two calls under a loaded parallel pass fall within it
+PAST_SHORT = 2.3
 
 
 class Counter:
