@@ -4,6 +4,7 @@ Why: DESIGN.md decision 4 — on a 2-core box the whole pipeline has ~2 ms of CP
 delivery, so the HTTP client's CPU per POST decides how fast Homing can go.
 
 Run from the repo root:  python bench/http_clients.py [--requests 5000]
+    or, coroutines on one event loop as the worker sends:  --coroutines 50 --requests 20000
 
 A raw asyncio receiver runs in a separate process (so its CPU is not counted) and
 answers every request with `200 ok` on a keep-alive connection. The client side is
@@ -154,7 +155,7 @@ def make_homing_sender(port: int, threads: int) -> Callable[[], int]:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from deliveries.sender import Sender
 
-    sender = Sender(version="bench", allow_private_networks=True, limit_per_host=threads).start()
+    sender = Sender(version="bench", allow_private_networks=True).start()
     url = f"http://{HOST}:{port}{PATH}"
     extra = {k: v for k, v in HEADERS.items() if k.startswith("webhook-")}
 
@@ -196,11 +197,90 @@ def run(post: Callable[[], int], total: int, threads: int) -> tuple[float, float
     return cpu / done * 1e6, done / wall
 
 
+# --- on one event loop: coroutines, as the worker sends ----------------------------
+
+
+async def _aiohttp_posts(port: int, total: int, concurrency: int) -> None:
+    import aiohttp
+
+    url = f"http://{HOST}:{port}{PATH}"
+    async with aiohttp.ClientSession(
+        auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
+    ) as session:
+
+        async def client(count: int) -> None:
+            for _ in range(count):
+                async with session.post(
+                    url, data=BODY, headers=HEADERS, allow_redirects=False
+                ) as response:
+                    await response.content.read(4096)
+                    if response.status != 200:
+                        raise RuntimeError("unexpected status")
+
+        await asyncio.gather(*(client(total // concurrency) for _ in range(concurrency)))
+
+
+def loop_clients(port: int, total: int, concurrency: int) -> dict[str, tuple[float, float]]:
+    """CPU µs per POST and POSTs/s with `concurrency` coroutines on one uvloop loop: a
+    plain aiohttp client against Homing's Sender (deliveries/http1.py underneath)."""
+    import uvloop
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from deliveries.sender import Sender
+
+    sender = Sender(version="bench", allow_private_networks=True).start()
+    url = f"http://{HOST}:{port}{PATH}"
+    extra = {k: v for k, v in HEADERS.items() if k.startswith("webhook-")}
+
+    async def homing_posts(count: int) -> None:
+        async def client(n: int) -> None:
+            for _ in range(n):
+                result = await sender.post(url=url, body=BODY, headers=extra, timeout=10)
+                if result.status_code != 200:
+                    raise RuntimeError(f"unexpected result {result}")
+
+        await asyncio.gather(*(client(count // concurrency) for _ in range(concurrency)))
+
+    def timed(run: Callable[[int], None]) -> tuple[float, float]:
+        run(concurrency * 10)  # warm up: open the connections
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        run(total)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        return cpu / total * 1e6, total / wall
+
+    try:
+        return {
+            "aiohttp (uvloop)": timed(lambda n: uvloop.run(_aiohttp_posts(port, n, concurrency))),
+            "homing Sender": timed(
+                lambda n: asyncio.run_coroutine_threadsafe(homing_posts(n), sender.loop).result()
+            ),
+        }
+    finally:
+        sender.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 16])
+    parser.add_argument(
+        "--coroutines",
+        type=int,
+        default=0,
+        help="instead: this many coroutines on one event loop, aiohttp against Homing's Sender",
+    )
     args = parser.parse_args()
+    if args.coroutines:
+        proc, port = start_receiver()
+        time.sleep(0.3)
+        try:
+            print(f"{args.coroutines} coroutines on one uvloop loop, {args.requests} POSTs")
+            for name, (cpu_us, rate) in loop_clients(port, args.requests, args.coroutines).items():
+                print(f"{name:<18} {cpu_us:>8.0f} CPU µs/req {rate:>9.0f} req/s")
+        finally:
+            proc.terminate()
+            proc.join()
+        return
 
     proc, port = start_receiver()
     time.sleep(0.3)

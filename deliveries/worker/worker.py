@@ -145,13 +145,10 @@ class Worker:
             per_tenant=tenant_cap(capacity),
             on_endpoint_room=self._wake,
         )
+        # The sender has no cap of its own: the slots bound the requests under way, in
+        # all and per endpoint (endpoints sharing a host and port each have their own).
         self.sender = Sender(
-            version=VERSION,
-            allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS,
-            limit=capacity,
-            # No cap per host: endpoints sharing a host and port each have their own cap
-            # (the slots), and a hanging one must not fill a pool the others need.
-            limit_per_host=0,
+            version=VERSION, allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS
         )
         self.budget = RetryBudget(settings.HOMING_RETRY_BUDGET)
         self.parker = Parker()

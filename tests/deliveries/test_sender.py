@@ -4,138 +4,14 @@ and that slow, huge or private receivers cannot hold a worker or be reached."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO
 
 import pytest
 
 from core.network import is_public_address, resolve_blocked_reason
 from deliveries.sender import RESPONSE_BODY_LIMIT, Sender
-
-
-@dataclass
-class Request:
-    connection: int  # which TCP connection carried it
-    method: str
-    path: str
-    header_lines: list[tuple[str, str]]
-    body: bytes
-
-    def header(self, name: str) -> list[str]:
-        return [v for k, v in self.header_lines if k.lower() == name.lower()]
-
-
-# A behaviour answers one request on a raw socket; returning False closes the connection.
-Behaviour = Callable[[socket.socket, Request, "Receiver"], bool]
-
-
-@dataclass
-class Receiver:
-    """A real HTTP/1.1 server on 127.0.0.1 that records exactly what it was sent."""
-
-    behaviour: Behaviour
-    on_connect: Callable[[socket.socket], None] | None = None
-    requests: list[Request] = field(default_factory=list)
-    connections: int = 0
-    bytes_written: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
-    handlers_done: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> Receiver:
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-        return self
-
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(sock, self.connections), daemon=True).start()
-
-    def _serve(self, sock: socket.socket, number: int) -> None:
-        try:
-            with sock:
-                if self.on_connect:
-                    self.on_connect(sock)
-                    return
-                reader = sock.makefile("rb")
-                while (request := read_request(reader, number)) is not None:
-                    self.requests.append(request)
-                    if not self.behaviour(sock, request, self):
-                        return
-        except OSError:
-            pass  # the client went away: that is what several tests expect
-        finally:
-            self.handlers_done.set()
-
-
-def read_request(reader: BinaryIO, connection: int) -> Request | None:
-    line = reader.readline()
-    if not line:
-        return None
-    method, path, _ = line.decode().split(" ", 2)
-    headers = []
-    while (raw := reader.readline().decode()) not in ("\r\n", ""):
-        name, _, value = raw.partition(":")
-        headers.append((name.strip(), value.strip()))
-    length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
-    body = reader.read(length)
-    return Request(connection, method, path, headers, body)
-
-
-def response(status: int, body: bytes = b"ok", headers: dict[str, str] | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} Whatever", f"Content-Length: {len(body)}"]
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-def answer(status: int, body: bytes = b"ok", **headers: str) -> Behaviour:
-    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
-        sock.sendall(response(status, body, {k.replace("_", "-"): v for k, v in headers.items()}))
-        return True
-
-    return behaviour
-
-
-def hang(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
-    receiver.stop.wait(30)
-    return False
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., Receiver]]:
-    receivers: list[Receiver] = []
-
-    def start(behaviour: Behaviour = answer(200), **kwargs: Any) -> Receiver:
-        receiver = Receiver(behaviour, **kwargs).start()
-        receivers.append(receiver)
-        return receiver
-
-    yield start
-    for receiver in receivers:
-        receiver.close()
-
-
-@pytest.fixture
-def sender() -> Iterator[Sender]:
-    sender = Sender(version="1.2.3", allow_private_networks=True).start()
-    yield sender
-    sender.close()
+from tests.scripted_receivers import Receiver, Request, answer, hang, response
 
 
 def post(sender: Sender, url: str, timeout: float = 5.0, **headers: str):

@@ -134,9 +134,7 @@ def test_a_trickled_response_body_ends_at_the_deadline(listener) -> None:
 def test_hanging_attempts_cost_coroutines_not_threads(listener) -> None:
     listener.listen(1024)
     accept_forever(listener, None)
-    sender = Sender(
-        version="1", allow_private_networks=True, limit=10_000, limit_per_host=0
-    ).start()
+    sender = Sender(version="1", allow_private_networks=True).start()
     threads_before = threading.active_count()
 
     async def many() -> list:
