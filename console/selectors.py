@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -223,7 +224,10 @@ def endpoint_detail(
         deliveries=rows,
         next_cursor=next_cursor,
         waiting_dead_letters=dead_letters_waiting(criteria={"endpoint": endpoint.pk}).count(),
-        health={name: getattr(endpoint, name) for name in HEALTH_FIELDS},
+        health={
+            **{name: getattr(endpoint, name) for name in HEALTH_FIELDS},
+            "circuit_opens_at": settings.HOMING_CIRCUIT_FAILURES,
+        },
         last_sequence=SequenceCounter.objects.filter(endpoint=endpoint)
         .values_list("last", flat=True)
         .first()

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
+from django.utils import timezone
 
 from deliveries.models import Attempt, AttemptMinute, Delivery
+from deliveries.policy import current_policy
+from deliveries.sender import SendResult
+from deliveries.services.claims import deliveries_claim
+from deliveries.services.recording import Outcome, attempts_record
 from dlq.models import DeadLetter, ReplayJob
 from webhooks.models import Endpoint
 
@@ -245,6 +250,30 @@ def test_the_endpoint_page_activates_deactivates_and_rotates(staff, alice):
     assert all("whsec_" not in morsel.value for morsel in rotated.cookies.values())
     assert all("whsec_" not in morsel.value for morsel in staff.cookies.values())
     assert "1 (in their rotation grace)" in page  # the old secret still signs
+
+
+def test_the_endpoint_page_says_what_a_failing_since_beside_0_failures_means(
+    staff, alice, settings
+):
+    """A 404 is not retried: it starts `failing_since` (deactivation counts from it) but
+    is not one of the retryable failures that open the circuit. The page used to show
+    "Failing since <time>" beside "Consecutive failures 0", which read as a contradiction."""
+    settings.HOMING_CIRCUIT_FAILURES = 7
+    endpoint_id = make_endpoint(alice)
+    alice.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
+    [delivery] = deliveries_claim(limit=5, policy=current_policy())
+    not_found = SendResult(404, None, b"no such hook", None, 1)
+    attempts_record(outcomes=[Outcome(delivery, not_found, timezone.now(), current_policy())])
+    since = Endpoint.objects.get(pk=endpoint_id).failing_since
+
+    body = staff.get(f"/endpoints/{endpoint_id}/").content.decode()
+
+    assert f"<dt>Failing since</dt><dd>{since:%Y-%m-%d %H:%M} UTC" in body
+    assert "no attempt has succeeded since" in body
+    assert "<dt>Consecutive failures</dt>" not in body
+    assert "<dt>Retryable failures</dt><dd>0 " in body
+    assert "the circuit opens at 7" in body
+    assert "Answers that are not retried (such as HTTP 404)" in body
 
 
 def test_the_endpoint_page_sends_a_test_event_to_that_endpoint_only(staff, alice):

@@ -17,7 +17,7 @@ SHARED = {
     "<dt>Next attempt</dt>": "shared/delivery.html",
     "Retry now</button>": "shared/delivery.html",
     "<dt>Last sequence</dt>": "shared/endpoint_settings.html",
-    "<dt>Consecutive failures</dt>": "shared/endpoint_health.html",
+    "<dt>Retryable failures</dt>": "shared/endpoint_health.html",
     '<th class="num">Seq</th>': "shared/endpoint_deliveries.html",
     "endpoint-action": "shared/endpoint_action.html",
     'action="deactivate"': "shared/endpoint_toggle.html",

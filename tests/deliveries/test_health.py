@@ -165,6 +165,33 @@ def test_a_flapping_endpoint_is_not_deactivated(alice, settings) -> None:
     assert Endpoint.objects.get(pk=down).failing_since is None
 
 
+def test_a_fatal_answer_starts_failing_since_but_not_the_circuit_count(alice) -> None:
+    """CONTRACT section 4: the circuit counts retryable failures only, while deactivation
+    counts from the first failure of any kind after the last success. So a 404 shows a
+    `failing_since` beside 0 `consecutive_failures` (the pages say what each means)."""
+    lost = endpoint(alice, "http://127.0.0.1:9/lost")
+    send(alice, 3)
+    first, second, third = claim()
+    not_found = SendResult(404, None, b"no such hook", None, 1)
+    [recorded] = record([first], not_found)
+    shown = alice.client.get(f"/api/v1/endpoints/{lost}").json()
+    assert (shown["circuit_state"], shown["consecutive_failures"]) == ("closed", 0)
+    assert shown["failing_since"] is not None
+    assert recorded.deactivate_endpoint is None
+
+    # Still no success an hour later: the 404s alone deactivate it, from that time.
+    since = timezone.now() - timedelta(hours=2)
+    Endpoint.objects.filter(pk=lost).update(failing_since=since)
+    [recorded] = record([second], not_found)
+    assert recorded.deactivate_endpoint == lost
+    assert recorded.deactivate_reason == f"failing since {since.isoformat().replace('+00:00', 'Z')}"
+
+    # One success clears both.
+    record([third], OK)
+    healthy = Endpoint.objects.get(pk=lost)
+    assert (healthy.consecutive_failures, healthy.failing_since) == (0, None)
+
+
 def test_a_410_gives_its_reason(alice) -> None:
     gone = endpoint(alice, "http://127.0.0.1:9/gone")
     send(alice, 1)
