@@ -56,6 +56,11 @@ def dead_letters(request: HttpRequest) -> HttpResponse:
     tenants = selectors.tenant_choices()
     form = DeadLetterFilter(request.GET or None, tenants=tenants)
     criteria = form.criteria() if form.is_bound and form.is_valid() else {}
+    # The job before the rows: a job read as running makes the page's script redraw the
+    # rows once it finishes, and one read as finished had its replays committed before
+    # the rows are read. Read after the rows, a job finishing in between showed finished
+    # over rows still "waiting", and the script (seeing it finished) never redrew them.
+    job = selectors.replay_job_read(job_id=request.GET.get("job", ""))
     try:
         page = selectors.dead_letter_page(criteria=criteria, cursor=request.GET.get("after", ""))
     except BadCursor as error:
@@ -64,7 +69,6 @@ def dead_letters(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("after", None)
     query.pop("job", None)
-    job = selectors.replay_job_read(job_id=request.GET.get("job", ""))
     return render(
         request,
         "console/dead_letters.html",

@@ -63,9 +63,6 @@ def log_in(browser, base: str, username: str, password: str):
     return page
 
 
-# Serial: in the parallel pass the list under the finished replay bar was not seen redrawn
-# within 30 s in 2 of 3 full runs (it passes alone every time); the cause is not found.
-@pytest.mark.serial
 def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     browser, live_server, homing, receiver_factory, make_actor
 ):
@@ -131,7 +128,9 @@ def test_staff_find_a_failing_delivery_fix_it_and_replay_from_the_browser(
     page.click("button:text('Replay all 12 matching')")
     page.wait_for_selector("[data-job=percent]:text('100 %')", timeout=60_000)
     # The list under the finished bar shows the rows as they are now: all replayed (it
-    # kept showing them "waiting" until the page was reloaded by hand).
+    # kept showing them "waiting" until the page was reloaded by hand). It once flaked
+    # under load: the job finished between the page's reads of the rows and of the job;
+    # tests/console/test_pages.py forces that interleaving.
     page.wait_for_selector(
         "table.dead-letters tr.replayed >> nth=11", timeout=30_000
     )  # a loaded CI machine
