@@ -91,7 +91,15 @@ class Connection(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return self._answer.complete and self._keep_alive and not self.closed
+        # Bytes of the request still unsent: the receiver answered before reading the
+        # whole body, and would read its rest as the next request.
+        unsent = self._transport is None or self._transport.get_write_buffer_size() > 0
+        return self._answer.complete and self._keep_alive and not self.closed and not unsent
+
+    @property
+    def open(self) -> bool:
+        transport = self._transport
+        return not self.closed and transport is not None and not transport.is_closing()
 
     def abort(self) -> None:
         self.closed = True
@@ -190,7 +198,7 @@ class Pool:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if not connection.closed and now - connection.idle_since < KEEPALIVE_SECONDS:
+            if connection.open and now - connection.idle_since < KEEPALIVE_SECONDS:
                 return connection
             connection.abort()
         return None

@@ -81,6 +81,21 @@ def test_a_second_answer_to_one_request_poisons_the_connection(serve, sender) ->
     assert receiver.connections == 2  # the unasked answer never reaches a later request
 
 
+def test_an_answer_before_the_whole_body_was_sent_ends_the_connection(serve, sender) -> None:
+    def refuse_unread(sock: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(65536)
+        sock.sendall(response(413, b"too big"))  # keep-alive, but the body is never read
+        time.sleep(2)
+
+    receiver = serve(on_connect=refuse_unread)
+    big = b"x" * (64 * 1024 * 1024)  # more than the kernel's socket buffers hold
+    results = [sender.send(url=receiver.url(), body=big, headers={}, timeout=5) for _ in range(2)]
+    assert [r.status_code for r in results] == [413, 413]
+    assert receiver.connections == 2  # the rest of the body never reads as a request
+
+
 def test_bytes_sent_to_an_idle_connection_close_it(serve, sender) -> None:
     def answer_then_babble(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
         sock.sendall(response(200, b"ok"))
