@@ -100,13 +100,17 @@ def replay_job_run_batch(*, job_id: str) -> bool:
             )
             return False
         replayed = dead_letters_replay(dead_letters=batch)
-        ReplayJob.objects.filter(pk=job.pk).update(
-            cursor=batch[-1].pk,
-            done=Least(F("done") + len(batch), F("total")),
-            replayed=F("replayed") + replayed,
-            updated_at=now,
-        )
-        return True
+        progress: dict[str, Any] = {
+            "cursor": batch[-1].pk,
+            "done": Least(F("done") + len(batch), F("total")),
+            "replayed": F("replayed") + replayed,
+            "updated_at": now,
+        }
+        last = len(batch) < REPLAY_BATCH
+        if last:  # finished with its last batch: a page never shows 100 % still running
+            progress.update(status=ReplayJob.Status.FINISHED, done=F("total"), finished_at=now)
+        ReplayJob.objects.filter(pk=job.pk).update(**progress)
+        return not last
 
 
 def replay_job_run(*, job_id: str) -> None:

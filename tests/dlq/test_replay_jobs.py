@@ -52,6 +52,21 @@ def test_a_job_works_in_batches_and_saves_its_progress(alice, monkeypatch):
     assert all(Delivery.objects.get(pk=d.delivery_id).status == "pending" for d in letters)
 
 
+def test_a_job_is_finished_by_its_last_batch_not_a_later_empty_one(alice, monkeypatch):
+    monkeypatch.setattr(replay_jobs, "REPLAY_BATCH", 2)
+    endpoint = make_endpoint(alice)
+    for _ in range(3):
+        dead_letter_for(alice, endpoint)
+    job = replay_job_create(criteria={"tenant": alice.tenant.pk})
+
+    assert replay_job_run_batch(job_id=job.pk) is True  # 2 of 3
+    assert replay_job_run_batch(job_id=job.pk) is False  # the last one, short: finished
+    job.refresh_from_db()
+    # Progress and status change together: never "3 of 3 handled" while still running.
+    assert (job.status, job.done, job.replayed, job.percent) == ("finished", 3, 3, 100)
+    assert job.finished_at is not None
+
+
 def test_a_job_leaves_out_letters_that_died_after_it_was_asked_for(alice):
     endpoint = make_endpoint(alice)
     before = dead_letter_for(alice, endpoint)
