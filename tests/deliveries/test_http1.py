@@ -217,3 +217,47 @@ def test_an_untrusted_certificate_is_a_tls_error(tls_receiver, sender) -> None:
     assert result.status_code is None and result.error_kind is ErrorKind.TLS
     assert result.error is not None and "CERTIFICATE_VERIFY_FAILED" in result.error
     assert receiver.requests == []
+
+
+# --- nothing leaks ---------------------------------------------------------------------
+
+
+def test_failed_and_finished_exchanges_leave_no_socket_open(serve, sender) -> None:
+    def open_sockets() -> int:
+        return sum(1 for fd in Path("/proc/self/fd").iterdir() if "socket" in _readlink(fd))
+
+    answers = [
+        say(response(200, b"ok")),  # kept alive, then closed by the sender's close
+        say(b"HTTP/1.1 OK 200\r\n\r\n"),  # malformed
+        say(b"HTTP/1.1 200 OK\r\nX: " + b"a" * (2 * http1.HEAD_LIMIT)),  # head too big
+        say(response(200, b"x" * 10_000) + response(500)),  # a second answer
+        lambda sock, request, receiver: False,  # closed without an answer
+        lambda sock, request, receiver: receiver.stop.wait(0.5) and False,  # times out
+    ]
+    receivers = [serve(behaviour) for behaviour in answers]
+    before = open_sockets()
+    for _ in range(20):
+        for receiver in receivers:
+            post(sender, receiver.url(), timeout=0.2)
+    # Both ends are in this process. Once the receivers' threads have seen their
+    # connections end, only the kept-alive one to the healthy receiver is left (2 ends)…
+    assert settles(lambda: open_sockets() - before <= 2), open_sockets() - before
+    sender.close()
+    # …and after the sender's close, none.
+    assert settles(lambda: open_sockets() - before <= 0), open_sockets() - before
+
+
+def settles(condition, seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _readlink(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:
+        return ""
