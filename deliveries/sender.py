@@ -281,6 +281,12 @@ class Sender:
         self._pool.close()
         for connection in list(self._open):
             connection.abort()
+        # Let the exchanges under way see their connection end and return their result
+        # before the loop stops (a stopped loop would leave their callers waiting).
+        for _ in range(100):
+            if not self._open:
+                return
+            await asyncio.sleep(0.01)
 
 
 class _InvalidURL(Exception):

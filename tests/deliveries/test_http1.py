@@ -97,26 +97,30 @@ def test_an_answer_before_the_whole_body_was_sent_ends_the_connection(serve, sen
 
 
 def test_bytes_sent_to_an_idle_connection_close_it(serve, sender) -> None:
+    babbled = threading.Event()
+
     def answer_then_babble(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
         sock.sendall(response(200, b"ok"))
         time.sleep(0.2)
         sock.sendall(response(500, b"stale"))  # nobody asked
+        babbled.set()
         return True
 
     receiver = serve(answer_then_babble)
     assert post(sender, receiver.url()).status_code == 200
-    time.sleep(0.5)
+    assert babbled.wait(5)
+    time.sleep(0.2)  # the sender's loop reads the babble and drops the connection
     result = post(sender, receiver.url())
     assert (result.status_code, result.response_body) == (200, b"ok")
     assert receiver.connections == 2
 
 
 def test_idle_connections_are_closed_after_the_keepalive(serve, sender, monkeypatch) -> None:
-    monkeypatch.setattr(http1, "KEEPALIVE_SECONDS", 0.3)
+    monkeypatch.setattr(http1, "KEEPALIVE_SECONDS", 1.0)
     receiver = serve()
     assert post(sender, receiver.url()).status_code == 200
     assert post(sender, receiver.url()).status_code == 200  # reused while fresh
-    time.sleep(0.5)
+    time.sleep(1.3)
     assert post(sender, receiver.url()).status_code == 200
     assert receiver.connections == 2
 
@@ -124,14 +128,18 @@ def test_idle_connections_are_closed_after_the_keepalive(serve, sender, monkeypa
 def test_closing_the_sender_ends_requests_under_way(serve) -> None:
     receiver = serve(lambda sock, request, receiver: receiver.stop.wait(30) and False)
     sender = Sender(version="1", allow_private_networks=True).start()
-    waiting = threading.Thread(target=lambda: post(sender, receiver.url(), timeout=30))
+    results = []
+    waiting = threading.Thread(
+        target=lambda: results.append(post(sender, receiver.url(), timeout=30))
+    )
     waiting.start()
-    time.sleep(0.3)
+    assert settles(lambda: len(receiver.requests) == 1)
     started = time.monotonic()
     sender.close()
     waiting.join(timeout=5)
     assert time.monotonic() - started < 5
-    assert not waiting.is_alive()
+    [result] = results  # the request under way ended with a result, not a hang
+    assert result.error_kind is ErrorKind.CONNECTION
 
 
 # --- what goes out -----------------------------------------------------------------------
