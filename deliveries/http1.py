@@ -17,6 +17,9 @@ What a receiver cannot do to a connection:
   sits idle close it;
 - hold it past the caller's deadline: callers bound every await (`asyncio.timeout`) and
   a connection whose exchange did not finish is aborted, never reused.
+A connection closed before a single byte of its answer raises ClosedUnheard: on one
+that sat idle, the receiver's keep-alive timeout crossed the request, and the sender
+says it again on a new connection.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ KEEPALIVE_SECONDS = 15.0  # idle keep-alive connections are closed after this
 
 class ReceiverClosed(ConnectionError):
     """The receiver closed the connection before its status line and headers were in."""
+
+
+class ClosedUnheard(ReceiverClosed):
+    """Closed before a single byte of an answer arrived: on a connection that sat idle,
+    the receiver most likely closed it as the request went out, without reading it."""
 
 
 class MalformedAnswer(ConnectionError):
@@ -113,7 +121,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(ReceiverClosed(_closed_text(exc)))
+        unheard = self._head_size == 0
+        self._fail((ClosedUnheard if unheard else ReceiverClosed)(_closed_text(exc)))
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():

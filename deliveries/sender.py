@@ -197,10 +197,31 @@ class Sender:
             body=body,
         )
         deadline = self.loop.time() + timeout
-        connection: http1.Connection | None = None
+        idle = self._pool.take(target.key)
+        if idle is not None:
+            try:
+                return await self._round_trip(idle, target, request, deadline)
+            except http1.ClosedUnheard:
+                # Closed by the receiver as it went out, before any answer: a keep-alive
+                # timeout crossing our request (it read nothing). Said again at once on a
+                # new connection; the retry schedule would resend it anyway, later and
+                # as a failed attempt.
+                pass
+        return await self._round_trip(None, target, request, deadline)
+
+    async def _round_trip(
+        self,
+        connection: http1.Connection | None,
+        target: Target,
+        request: bytes,
+        deadline: float,
+    ) -> tuple[int, bytes, str | None]:
+        """One request on `connection` (a new one if None): the answer's status, body and
+        Retry-After; the connection goes back to the pool if it can carry another."""
         try:
             async with asyncio.timeout_at(deadline):
-                connection = self._pool.take(target.key) or await self._connect(target)
+                if connection is None:
+                    connection = await self._connect(target)
                 self._open.add(connection)
                 answer = await connection.send(request)
             try:

@@ -96,6 +96,42 @@ def test_an_answer_before_the_whole_body_was_sent_ends_the_connection(serve, sen
     assert receiver.connections == 2  # the rest of the body never reads as a request
 
 
+def second_request_on_a_connection(then: bytes | None):
+    """Answers each connection's first request with 200 (kept alive); at its second,
+    writes `then` (None: nothing) and closes, as a receiver whose keep-alive timeout
+    struck as the request arrived."""
+    seen: dict[int, int] = {}
+
+    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+        seen[request.connection] = seen.get(request.connection, 0) + 1
+        if seen[request.connection] == 1:
+            sock.sendall(response(200, b"ok"))
+            return True
+        if then:
+            sock.sendall(then)
+        return False
+
+    return behaviour
+
+
+def test_a_reused_connection_closed_unheard_is_said_again_on_a_new_one(serve, sender) -> None:
+    receiver = serve(second_request_on_a_connection(then=None))
+    assert post(sender, receiver.url()).status_code == 200
+    result = post(sender, receiver.url())
+    assert (result.status_code, result.error) == (200, None)
+    assert receiver.connections == 2
+    # The receiver read it on the closing connection too: what a retry would resend.
+    assert [r.connection for r in receiver.requests] == [1, 1, 2]
+
+
+def test_a_reused_connection_closed_mid_answer_is_not_said_again(serve, sender) -> None:
+    receiver = serve(second_request_on_a_connection(then=b"HTTP/1.1 20"))
+    assert post(sender, receiver.url()).status_code == 200
+    result = post(sender, receiver.url())
+    assert result.status_code is None and result.error_kind is ErrorKind.CONNECTION
+    assert len(receiver.requests) == 2  # it started answering: a failed attempt, not resent
+
+
 def test_bytes_sent_to_an_idle_connection_close_it(serve, sender) -> None:
     babbled = threading.Event()
 
