@@ -286,8 +286,13 @@ def main(pytest_args: list[str]) -> int:
         if not pytest_args:
             return run_suite(env, workdir)
         if os.environ.get("TEST_ON_SQLITE"):
-            # As the "claims on SQLite" pass: the embedded set-up's own statements, unit
-            # tests only. SQLite is never a stand-in for what an end-to-end test shows.
+            # As the "claims on SQLite" pass: the embedded set-up's own claim statements
+            # (claims_sqlite.py), its unit tests only. SQLite is a database Homing runs on,
+            # never a stand-in for PostgreSQL in any other test.
+            files = [arg.split("::")[0] for arg in pytest_args if arg.startswith("tests/")]
+            if not files or any(f not in CLAIMS_TESTS for f in files):
+                say(f"TEST_ON_SQLITE runs only these files: {', '.join(CLAIMS_TESTS)}")
+                return 2
             env["DATABASE_URL"] = f"sqlite:///{workdir / 'claims.sqlite3'}"
             pytest_args = [*pytest_args, "-m", "not e2e"]
         return run_pytest(pytest_args, env)
