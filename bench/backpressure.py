@@ -18,15 +18,12 @@ Prints one line per figure. `make bench` runs it at its end (bench/run.py).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from bench.throwaway import django_on_throwaway_servers
 
 ROUNDS = 2000
 
@@ -146,53 +143,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.harness import Postgres, Redis, ensure_binaries, server_user
-
-    bindir, redis_binary = ensure_binaries()
-    workdir = Path(tempfile.mkdtemp(prefix="homing-bench-backpressure-"))
-    if user := server_user():
-        shutil.chown(workdir, user)
-    postgres = Postgres(bindir, workdir, server_user())
-    redis_server = Redis(redis_binary, workdir)
-    postgres.start()
-    redis_server.start()
-    try:
-        subprocess.run(
-            [
-                str(bindir / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(postgres.port),
-                "-U",
-                "postgres",
-                "homing",
-            ],
-            check=True,
-            user=server_user(),
-        )
-        os.environ.update(
-            DATABASE_URL=postgres.url,
-            REDIS_URL=redis_server.url,
-            SECRET_KEY="homing-bench-backpressure",
-            DJANGO_SETTINGS_MODULE="config.settings",
-            ALLOWED_HOSTS="testserver,localhost",
-            LOG_LEVEL="ERROR",
-        )
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_on_throwaway_servers(
+        "backpressure", redis=True, ALLOWED_HOSTS="testserver,localhost", LOG_LEVEL="ERROR"
+    ):
         rows = backpressure_bench(backlog=args.backlog, rounds=args.rounds)
         print(f"{'backpressure':<44} {'CPU µs':>9} {'wall µs':>9}")
         for name, cpu, wall in rows:
             print(f"{name:<44} {cpu:>9.0f} {wall:>9.0f}")
-    finally:
-        redis_server.stop()
-        postgres.pg_ctl("stop")
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -12,15 +12,12 @@ call it against its own database); `main()` starts a throwaway PostgreSQL itself
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bench.throwaway import django_on_throwaway_servers
 
 if TYPE_CHECKING:
     from django.test import Client
@@ -142,39 +139,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=100)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.harness import Postgres, ensure_binaries, server_user
-
-    bindir, _ = ensure_binaries()
-    workdir = Path(tempfile.mkdtemp(prefix="homing-bench-console-"))
-    postgres = Postgres(bindir, workdir, server_user())
-    postgres.start()
-    try:
-        subprocess.run(
-            [
-                str(bindir / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(postgres.port),
-                "-U",
-                "postgres",
-                "homing",
-            ],
-            check=True,
-            user=server_user(),
-        )
-        os.environ.update(
-            DATABASE_URL=postgres.url,
-            SECRET_KEY="homing-bench-console",
-            DJANGO_SETTINGS_MODULE="config.settings",
-            ALLOWED_HOSTS="testserver,localhost",
-        )
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_on_throwaway_servers("console", redis=False, ALLOWED_HOSTS="testserver,localhost"):
         started = time.monotonic()
         rows = console_pages_bench(
             dead_letters=args.dead_letters, attempts=args.attempts, rounds=args.rounds
@@ -182,9 +147,6 @@ def main() -> int:
         rows += portal_pages_bench(rounds=args.rounds)
         print(f"(seed and measure took {time.monotonic() - started:.0f} s)")
         print_table(rows)
-    finally:
-        postgres.pg_ctl("stop")
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.throwaway import django_on_throwaway_servers
 
 BODY = b'{"type": "order.paid", "data": {"order": 42, "customer": "cus_123", "amount": 1999}}'
 
@@ -111,43 +110,14 @@ def main() -> int:
     parser.add_argument("--per-slice", type=int, default=250)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.harness import Postgres, Redis, ensure_binaries, server_user
-
-    bindir, redis_binary = ensure_binaries()
-    workdir = Path(tempfile.mkdtemp(prefix="homing-bench-intake-"))
-    if user := server_user():
-        shutil.chown(workdir, user)
-    postgres = Postgres(bindir, workdir, server_user())
-    redis_server = Redis(redis_binary, workdir)
-    postgres.start()
-    redis_server.start()
-    try:
-        createdb = [str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(postgres.port)]
-        subprocess.run(
-            [*createdb, "-U", "postgres", "homing"],
-            check=True,
-            user=server_user(),
-        )
-        os.environ.update(
-            DATABASE_URL=postgres.url,
-            REDIS_URL=redis_server.url,
-            SECRET_KEY="homing-bench-intake-cpu",
-            DJANGO_SETTINGS_MODULE="config.settings",
-            ALLOWED_HOSTS="127.0.0.1",
-            LOG_LEVEL="ERROR",
-            HOMING_ALLOW_PRIVATE_NETWORKS="true",
-        )
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+    with django_on_throwaway_servers(
+        "intake-cpu",
+        redis=True,
+        ALLOWED_HOSTS="127.0.0.1",
+        LOG_LEVEL="ERROR",
+        HOMING_ALLOW_PRIVATE_NETWORKS="true",
+    ):
         intake_cpu(slices=args.slices, per_slice=args.per_slice)
-    finally:
-        redis_server.stop()
-        postgres.pg_ctl("stop")
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
