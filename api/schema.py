@@ -128,7 +128,7 @@ class ApiSchema(AutoSchema):
         if "path" in locations:
             implied.append(404)
         # DRF's JSON parser refuses another Content-Type; the event intake reads any body
-        # as JSON (deliveries.api.intake), and its views say so.
+        # as JSON (deliveries.intake.api), and its views say so.
         if operation.get("requestBody"):
             implied.append(413)  # over DATA_UPLOAD_MAX_MEMORY_SIZE (intake: its own limits)
             if not getattr(self.view, "reads_any_content_type", False):

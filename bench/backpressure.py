@@ -47,8 +47,8 @@ def backpressure_bench(*, backlog: int, rounds: int) -> list[tuple[str, float, f
     from django.db import connection
     from django.test import Client
 
-    from deliveries.services import backpressure
-    from deliveries.services.backlog import tenant_unfinished_count
+    from deliveries.intake import backpressure
+    from deliveries.intake.backlog import tenant_unfinished_count
     from webhooks.models import Endpoint, Tenant
     from webhooks.services.endpoints import endpoint_create
     from webhooks.services.tenants import tenant_create

@@ -65,7 +65,7 @@ def homing_sender_rate(url: str, *, seconds: float = 5.0, concurrency: int = 400
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from deliveries.sender import Sender
+    from deliveries.transport.sender import Sender
 
     sender = Sender(version="bench", allow_private_networks=True).start()
     ok = 0

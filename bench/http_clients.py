@@ -153,7 +153,7 @@ def make_http_client(port: int, threads: int) -> Callable[[], int]:
 def make_homing_sender(port: int, threads: int) -> Callable[[], int]:
     # Homing's own transport (aiohttp on its event-loop thread, bounded read).
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from deliveries.sender import Sender
+    from deliveries.transport.sender import Sender
 
     sender = Sender(version="bench", allow_private_networks=True).start()
     url = f"http://{HOST}:{port}{PATH}"
@@ -222,11 +222,11 @@ async def _aiohttp_posts(port: int, total: int, concurrency: int) -> None:
 
 def loop_clients(port: int, total: int, concurrency: int) -> dict[str, tuple[float, float]]:
     """CPU µs per POST and POSTs/s with `concurrency` coroutines on one uvloop loop: a
-    plain aiohttp client against Homing's Sender (deliveries/http1.py underneath)."""
+    plain aiohttp client against Homing's Sender (deliveries/transport/http1.py underneath)."""
     import uvloop
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from deliveries.sender import Sender
+    from deliveries.transport.sender import Sender
 
     sender = Sender(version="bench", allow_private_networks=True).start()
     url = f"http://{HOST}:{port}{PATH}"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bench import ceilings, load, procs
 from bench.report import fmt_cpu as _fmt_cpu
 from bench.stack import EVENT_TYPE, event_body, say
-from deliveries.signing import payload_bytes, sign
+from deliveries.transport.signing import payload_bytes, sign
 
 if TYPE_CHECKING:
     from bench.measure import Measure as _Base  # mixed into bench.run.Bench with it

@@ -84,10 +84,10 @@ class BalancedThreadWorker(ThreadWorker):
         # their owner once Django is loaded; closed at exit (core/background.py). Their
         # modules are imported here, whatever the WSGI application loaded already.
         import core.counters
-        import deliveries.queue
+        import deliveries.wakeups
         from core.background import start_gatherers
 
-        assert core.counters.gatherer and deliveries.queue.publisher  # created, not started
+        assert core.counters.gatherer and deliveries.wakeups.publisher  # created, not started
         start_gatherers()
 
     def enqueue_req(self, conn: Any) -> None:

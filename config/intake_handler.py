@@ -1,7 +1,7 @@
 """The web process's WSGI application: event intake through a shorter middleware chain.
 
 `POST /api/v1/events` and `POST /api/v1/events/batch` are most of what a busy web
-process serves, and their view (deliveries/api/intake.py) reads no session, user,
+process serves, and their view (deliveries/intake/api.py) reads no session, user,
 message or CSRF token: the middleware that exist for the console's browser sessions
 only cost them CPU (about a tenth of a single POST's, measured in bench/README.md). Those
 two routes go through every middleware of settings.MIDDLEWARE except CONSOLE_ONLY, so

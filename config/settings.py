@@ -249,7 +249,7 @@ HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
 HOMING_MAX_ENDPOINTS_PER_TENANT = int(
     number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
 )
-# Backpressure (deliveries/services/backpressure.py): events one tenant may post per second
+# Backpressure (deliveries/intake/backpressure.py): events one tenant may post per second
 # (empty: no limit) and unfinished deliveries it may have; over either, 429. A tenant's
 # own figures (manage.py tenant_limits) override these.
 HOMING_TENANT_EVENT_RATE = (

@@ -21,9 +21,9 @@ from console.access import (
 from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
 from core.exceptions import HomingError
+from deliveries.intake.ingest import endpoint_send_test
+from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
-from deliveries.services.events import endpoint_send_test
-from deliveries.services.lifecycle import delivery_retry_now
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.discard import dead_letter_discard, dead_letters_discard

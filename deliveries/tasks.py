@@ -9,10 +9,10 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from deliveries.queue import DELIVER_TASK, RETRY_WHEN_FREE_TASK
-from deliveries.services.endpoint_backlogs import CLEAR_TASK, endpoint_backlog_run
-from deliveries.services.lifecycle import delivery_retry_when_free
-from deliveries.worker import Worker
+from deliveries.lifecycle.endpoint_backlogs import CLEAR_TASK, endpoint_backlog_run
+from deliveries.lifecycle.interventions import delivery_retry_when_free
+from deliveries.wakeups import DELIVER_TASK, RETRY_WHEN_FREE_TASK
+from deliveries.worker.worker import Worker
 
 # The process's worker, created when Celery is ready (None in web processes and tests).
 _worker: Worker | None = None

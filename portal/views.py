@@ -15,9 +15,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import selectors
 from console.paging import BadCursor
 from core.exceptions import HomingError, InvalidInput
+from deliveries.intake.ingest import endpoint_send_test
+from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
-from deliveries.services.events import endpoint_send_test
-from deliveries.services.lifecycle import delivery_retry_now
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover

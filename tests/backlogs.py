@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db import connection
 from django.utils import timezone
 
+from deliveries.intake.sequences import sequences_take
 from deliveries.models import Delivery
-from deliveries.services.sequences import sequences_take
 from webhooks.models import Endpoint, Event, Tenant
 
 

@@ -206,10 +206,10 @@ def run_pytest(args: list[str], env: dict[str, str]) -> int:
 
 # Run a second time against SQLite by `make test`.
 CLAIMS_TESTS = [
-    "tests/deliveries/test_scheduling.py",
-    "tests/deliveries/test_fair_claims.py",
-    "tests/deliveries/test_leases.py",
-    "tests/deliveries/test_claim_sql.py",
+    "tests/deliveries/lifecycle/test_scheduling.py",
+    "tests/deliveries/worker/test_fair_claims.py",
+    "tests/deliveries/lifecycle/test_leases.py",
+    "tests/deliveries/worker/test_claim_sql.py",
     "tests/deliveries/worker/test_budget.py",
 ]
 

@@ -5,57 +5,31 @@ and every module (models, services, selectors, views, tasks, commands) imports o
 own package and those below it: models point webhooks <- deliveries <- dlq, and so does
 everything else. A lower app reaches a higher one only through a signal it sends, whose
 receiver the higher app connects in its `AppConfig.ready()`. No app imports another
-app's views; no two files import each other; `core/` imports no app.
+app's views; no two files import each other; `core/` imports no app. Inside deliveries/
+the four rooms import only down their arrows (`python -m tests.architecture` prints them).
 """
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
+from tests.architecture import (
+    APPS,
+    BASE,
+    PACKAGES,
+    ROOM_ARROWS,
+    file_of,
+    import_graph,
+    path_of,
+    room_arrows,
+    room_of,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-APPS = ("webhooks", "deliveries", "dlq", "console", "portal")
-PACKAGES = ("core", "api", "config", *APPS)
 # app -> apps whose models it must never import (the arrows point the other way).
 FORBIDDEN_MODELS = {"webhooks": ("deliveries", "dlq"), "deliveries": ("dlq",)}
 # From the bottom: plumbing (`core`, then `api`, the DRF pieces every app's API uses), the
 # apps in the order their models point, the UIs over them, and the project (`config`:
 # settings, urls, the processes' set-up) on top.
 LAYERS = ("core", "api", "webhooks", "deliveries", "dlq", "console", "portal", "config")
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (at any depth in the file)."""
-    graph: dict[str, set[str]] = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            module = _module_name(path)
-            imported: set[str] = set()
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                if isinstance(node, ast.Import):
-                    imported.update(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    imported.add(node.module)
-                    imported.update(f"{node.module}.{alias.name}" for alias in node.names)
-            graph[module] = {name for name in imported if name.split(".")[0] in PACKAGES}
-    return graph
-
-
-def _file_of(graph: dict[str, set[str]], name: str) -> str | None:
-    """The module an imported name lives in: `from a.b import c` names a.b.c, which is a
-    module or something inside a.b."""
-    while name and name not in graph:
-        name = name.rpartition(".")[0]
-    return name or None
+_file_of = file_of
 
 
 def _top(module: str) -> str:
@@ -133,3 +107,61 @@ def test_no_two_files_import_each_other():
     }
     cycles = sorted({tuple(sorted(pair)) for pair in edges if pair[::-1] in edges})
     assert cycles == []
+
+
+def test_the_rooms_of_deliveries_import_only_down_their_arrows():
+    """intake -> lifecycle -> results; worker -> lifecycle, transport, results; transport
+    -> results only; no room imports the worker (LAYOUT.md)."""
+    wrong = sorted(
+        pair
+        for room, targets in room_arrows(import_graph()).items()
+        for target, pairs in targets.items()
+        if target not in ROOM_ARROWS[room]
+        for pair in pairs
+    )
+    assert wrong == []
+
+
+def test_the_ground_floor_of_deliveries_imports_no_room_above_it():
+    graph = import_graph()
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, allowed in BASE.items()
+        for name in graph[module]
+        if (target := file_of(graph, name))
+        and (room := room_of(target))
+        and room not in allowed | {"results"}
+    )
+    assert wrong == []
+
+
+def _imports_django(module: str) -> bool:
+    return any(
+        line.startswith(("import django", "from django"))
+        for line in path_of(module).read_text().splitlines()
+    )
+
+
+def test_the_transport_is_pure():
+    """No Django in the transport, nor in what it imports: its callers pass every value in
+    (STYLE.md habit 2)."""
+    graph = import_graph()
+    transport = [m for m in graph if room_of(m) == "transport"]
+    assert transport
+    impure = sorted(
+        f"{module} -> {target}"
+        for module in transport
+        for target in {module} | {file_of(graph, name) or name for name in graph[module]}
+        if _imports_django(target)
+    )
+    assert impure == []
+
+
+def test_the_rule_checker_sees_a_wrong_arrow():
+    graph = {
+        "deliveries.lifecycle.recording": {"deliveries.worker.ledger"},
+        "deliveries.worker.ledger": set(),
+    }
+    assert room_arrows(graph)["lifecycle"] == {
+        "worker": {"deliveries.lifecycle.recording -> deliveries.worker.ledger"}
+    }

@@ -8,14 +8,14 @@ from __future__ import annotations
 import ast
 
 from deliveries.statuses import DeliveryStatus
-from tests.test_layering import PACKAGES, ROOT
+from tests.architecture import PACKAGES, ROOT
 
 # The one file that spells them.
 HOME = "deliveries/statuses.py"
 # Same word, other meaning: (file, word) -> why it stays.
 NOT_STATUSES = {
-    ("deliveries/services/health.py", "succeeded"): "the reason of an endpoint.recovered event",
-    ("deliveries/services/backpressure.py", "held"): "a __slots__ name",
+    ("deliveries/lifecycle/health.py", "succeeded"): "the reason of an endpoint.recovered event",
+    ("deliveries/intake/backpressure.py", "held"): "a __slots__ name",
     ("console/services/demo_data.py", "dead"): "the SQL parameter counting dead ones",
 }
 

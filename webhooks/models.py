@@ -103,7 +103,7 @@ class Endpoint(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Set by DELETE: the endpoint is gone for the tenant at once (hidden by `objects`,
     # inactive) while a background job removes its deliveries in batches, then the row
-    # (deliveries/services/endpoint_backlogs.py).
+    # (deliveries/lifecycle/endpoint_backlogs.py).
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     all_objects = models.Manager()
@@ -158,7 +158,7 @@ class RoutingVersion(models.Model):
     Written only by PostgreSQL triggers on the endpoint table (migration 0006), in the
     transaction of any change that alters routing, from a sequence: a number is never
     reused, not even after a rollback. Ingestion caches routing per process and inserts
-    only while this number is the one it cached (webhooks/services/routing.py).
+    only while this number is the one it cached (deliveries/intake/routing.py).
     """
 
     # No foreign-key constraint: a tenant's deletion removes its endpoints, whose triggers

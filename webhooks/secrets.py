@@ -1,5 +1,5 @@
 """Endpoint signing secrets as Standard Webhooks writes them: `whsec_` + base64 of random
-bytes. Made here, where endpoints are; deliveries/signing.py reads them. Stdlib only, so
+bytes. Made here, where endpoints are; deliveries/transport/signing.py reads them. Stdlib only, so
 the signing code that imports it stays pure."""
 
 from __future__ import annotations

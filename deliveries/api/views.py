@@ -12,7 +12,6 @@ from rest_framework.response import Response
 
 from api.filters import QueryFilter, QueryFilters, event_type_filter, id_filter
 from api.schema import NO_BODY, RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors
-from deliveries.api import intake
 from deliveries.api.serializers import (
     DeliverySerializer,
     EventBatchCreateSerializer,
@@ -25,10 +24,11 @@ from deliveries.api.serializers import (
     FeedQuerySerializer,
     TestEventSerializer,
 )
+from deliveries.intake import api as intake
+from deliveries.intake.ingest import endpoint_send_test
+from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
 from deliveries.selectors import endpoint_messages
-from deliveries.services.events import endpoint_send_test
-from deliveries.services.lifecycle import delivery_retry_now
 from deliveries.statuses import public_status
 from webhooks.api.scoping import TenantScoped
 from webhooks.models import Endpoint, Event

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
-from deliveries.fair_share import DueEndpoint
-from deliveries.services.claims import DUE_ENDPOINTS_LIMIT, due_endpoints
+from deliveries.worker.claims import DUE_ENDPOINTS_LIMIT, due_endpoints
+from deliveries.worker.fair_share import DueEndpoint
 
 REFRESH_SECONDS = 0.2
 

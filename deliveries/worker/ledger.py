@@ -20,8 +20,8 @@ import threading
 from collections.abc import Sequence
 from typing import TypeVar
 
-from deliveries import concurrency
-from deliveries.in_hand import InHand
+from deliveries.lifecycle.in_hand import InHand
+from deliveries.worker import concurrency
 from deliveries.worker.releases import Cluster, Releases
 from deliveries.worker.slots import Slots
 

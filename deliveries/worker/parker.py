@@ -9,7 +9,7 @@ import queue
 
 from django.db import close_old_connections, connection
 
-from deliveries.services.lifecycle import deliveries_kill_for_endpoint, endpoint_deactivate
+from deliveries.lifecycle.interventions import deliveries_kill_for_endpoint, endpoint_deactivate
 
 logger = logging.getLogger(__name__)
 

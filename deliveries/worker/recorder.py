@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
-from deliveries.policy import LEASE_MARGIN_SECONDS
-from deliveries.services.recording import (
+from deliveries.lifecycle.policy import LEASE_MARGIN_SECONDS
+from deliveries.lifecycle.recording import (
     DATABASE_UNAVAILABLE,
-    Outcome,
+    Attempted,
     Recorded,
     attempts_record,
 )
@@ -37,7 +37,7 @@ Done = Callable[[Recorded | None], None]
 
 class Recorder:
     def __init__(self, *, on_deactivate: Callable[[str, str], None]) -> None:
-        self._queue: queue.SimpleQueue[tuple[Outcome, Done] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Attempted, Done] | None] = queue.SimpleQueue()
         self._on_deactivate = on_deactivate
         self._thread: threading.Thread | None = None
         self.heartbeat = Heartbeat()  # one batch at a time (the watchdog's patience)
@@ -51,7 +51,7 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="homing-recorder", daemon=True)
         self._thread.start()
 
-    def submit(self, outcome: Outcome, done: Done) -> None:
+    def submit(self, outcome: Attempted, done: Done) -> None:
         """Record `outcome`; `done` is called with what was recorded, whatever happens."""
         self._queue.put((outcome, done))
 
@@ -76,7 +76,7 @@ class Recorder:
             with self.heartbeat.working():  # the whole batch, callbacks included
                 self._record_batch(item)
 
-    def _record_batch(self, item: tuple[Outcome, Done]) -> None:
+    def _record_batch(self, item: tuple[Attempted, Done]) -> None:
         batch = [item]
         while len(batch) < MAX_BATCH:
             try:
@@ -101,7 +101,7 @@ class Recorder:
         for endpoint_id, reason in deactivate.items():
             self._on_deactivate(endpoint_id, reason)
 
-    def _write_with_patience(self, outcomes: list[Outcome]) -> list[Recorded | None]:
+    def _write_with_patience(self, outcomes: list[Attempted]) -> list[Recorded | None]:
         deadline = time.monotonic() + WRITE_PATIENCE_SECONDS
         while True:
             try:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from deliveries import concurrency
+from deliveries.worker import concurrency
 from deliveries.worker.supervisor import Heartbeat
 
 # Finished requests' cluster slots are given back at most this long after their answer.

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from deliveries.in_hand import InHand
+from deliveries.lifecycle.in_hand import InHand
 
 FORGET_EVERY = 10_000  # requests ended between two clean-ups of quiet endpoints' answers
 FORGET_AFTER_SECONDS = 60.0

@@ -45,14 +45,16 @@ from core.background import Gatherer, close_gatherers, start_gatherers
 from core.clock import database_offset, database_time
 from core.crypto import DecryptionFailed
 from core.version import VERSION
-from deliveries import queue as wakeups
-from deliveries import rate_limits
-from deliveries.fair_share import DueEndpoint, fair_shares
+from deliveries import wakeups
+from deliveries.lifecycle.policy import Policy, current_policy
+from deliveries.lifecycle.recording import Attempted, Recorded
 from deliveries.log_context import delivery_log_context
-from deliveries.policy import Policy, current_policy
-from deliveries.retry import ErrorKind
-from deliveries.sender import Sender, SendResult
-from deliveries.services.claims import (
+from deliveries.results import ErrorKind, SendResult
+from deliveries.transport.sender import Sender
+from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
+from deliveries.worker import rate_limits
+from deliveries.worker.budget import RetryBudget
+from deliveries.worker.claims import (
     BATCH_SIZE,
     Claimed,
     deliveries_claim_fairly,
@@ -60,10 +62,8 @@ from deliveries.services.claims import (
     deliveries_give_back,
     deliveries_renew_leases,
 )
-from deliveries.services.recording import Outcome, Recorded
-from deliveries.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
-from deliveries.worker.budget import RetryBudget
 from deliveries.worker.due import DueEndpoints
+from deliveries.worker.fair_share import DueEndpoint, fair_shares
 from deliveries.worker.ledger import Ledger
 from deliveries.worker.line import NextInLine
 from deliveries.worker.parker import Parker
@@ -291,7 +291,7 @@ class Worker:
     def _answer_message(self) -> bool:
         """If a wake-up message came, let the next commit ring the doorbell again and look
         for due endpoints afresh: the claims that follow then cover every wake-up skipped
-        while the doorbell was up (see queue.py). Checked before every claim, so a worker
+        while the doorbell was up (see wakeups.py). Checked before every claim, so a worker
         busy with a backlog does not leave the doorbell up and new events unannounced."""
         with self._lock:
             message, self._message = self._message, False
@@ -601,7 +601,7 @@ class Worker:
                 # capacity slot waits for the record (results held in memory are bounded).
                 self._request_over(delivery, answered=succeeded(result))
             self.recorder.submit(
-                Outcome(delivery, result, started_at, policy),
+                Attempted(delivery, result, started_at, policy),
                 lambda _: self.ledger.finish(delivery),
             )
             submitted = True

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from deliveries.in_hand import InHand
+from deliveries.lifecycle.in_hand import InHand
 from deliveries.log_context import delivery_log_context
 from dlq.models import DeadLetter
 

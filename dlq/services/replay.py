@@ -10,7 +10,7 @@ from django.db.models import F
 from core.clock import database_now
 from core.exceptions import HomingError
 from deliveries.models import Delivery
-from deliveries.queue import publish_deliveries_on_commit
+from deliveries.wakeups import publish_deliveries_on_commit
 from dlq.models import DeadLetter
 
 

@@ -23,9 +23,9 @@ from core.exceptions import (
     PayloadTooLarge,
     Throttled,
 )
-from deliveries.api import intake
+from deliveries.intake import api as intake
+from deliveries.intake import backpressure
 from deliveries.selectors import FeedExpired
-from deliveries.services import backpressure
 from webhooks.api import views as webhook_views
 from webhooks.api.authentication import NotForConsumers
 

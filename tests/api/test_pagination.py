@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from core.ids import new_id
+from deliveries.intake.sequences import sequences_take
 from deliveries.models import Delivery
-from deliveries.services.sequences import sequences_take
 from dlq.models import DeadLetter
 from webhooks.models import Event
 

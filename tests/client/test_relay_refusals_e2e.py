@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from deliveries.services.backpressure import tenant_limits_set
+from deliveries.intake.backpressure import tenant_limits_set
 from tests.processes import wait_until
 from webhooks.models import Event
 

@@ -8,11 +8,11 @@ from django.test import Client
 from django.utils import timezone
 
 from console import selectors as console_selectors
+from deliveries.lifecycle.policy import current_policy
+from deliveries.lifecycle.recording import Attempted, attempts_record
 from deliveries.models import Attempt, AttemptMinute, Delivery
-from deliveries.policy import current_policy
-from deliveries.sender import SendResult
-from deliveries.services.claims import deliveries_claim
-from deliveries.services.recording import Outcome, attempts_record
+from deliveries.results import SendResult
+from deliveries.worker.claims import deliveries_claim
 from dlq.models import DeadLetter, ReplayJob
 from webhooks.models import Endpoint
 
@@ -291,7 +291,7 @@ def test_the_endpoint_page_says_what_a_failing_since_beside_0_failures_means(
     alice.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
     [delivery] = deliveries_claim(limit=5, policy=current_policy())
     not_found = SendResult(404, None, b"no such hook", None, 1)
-    attempts_record(outcomes=[Outcome(delivery, not_found, timezone.now(), current_policy())])
+    attempts_record(outcomes=[Attempted(delivery, not_found, timezone.now(), current_policy())])
     since = Endpoint.objects.get(pk=endpoint_id).failing_since
 
     body = staff.get(f"/endpoints/{endpoint_id}/").content.decode()

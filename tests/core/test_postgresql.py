@@ -88,7 +88,7 @@ def test_a_web_process_answers_at_once_after_its_connections_were_dropped(alice,
 
 
 def test_the_ingestion_statement_is_prepared_once_per_connection(alice):
-    from deliveries.services.events import event_ingest
+    from deliveries.intake.ingest import event_ingest
 
     for _ in range(3):
         event_ingest(tenant=alice.tenant, event_type="a.b", data={})

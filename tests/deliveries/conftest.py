@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from deliveries.sender import Sender
+from deliveries.transport.sender import Sender
 from tests.scripted_receivers import Behaviour, Receiver, answer
 
 

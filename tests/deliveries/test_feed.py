@@ -12,9 +12,8 @@ from django.utils import timezone
 from deliveries import selectors
 from deliveries.models import Delivery
 from dlq.services.retention import retention_purge
+from tests.deliveries.intake.test_sequences import make_endpoint
 from webhooks.models import Event
-
-from .test_sequences import make_endpoint
 
 
 def post(actor, n, event_type="order.paid"):

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery, SequenceCounter
-from deliveries.services.events import event_ingest
 from webhooks.models import Tenant
 
 from ..webhooks.test_migrations import latest, migrate

@@ -8,12 +8,12 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries.in_hand import in_hand_of
+from deliveries.lifecycle.in_hand import in_hand_of
+from deliveries.lifecycle.policy import current_policy
+from deliveries.lifecycle.recording import Attempted, attempts_record
 from deliveries.models import Delivery
-from deliveries.policy import current_policy
-from deliveries.sender import SendResult
-from deliveries.services.claims import deliveries_claim
-from deliveries.services.recording import Outcome, attempts_record
+from deliveries.results import SendResult
+from deliveries.worker.claims import deliveries_claim
 from dlq.services.dead_letters import dead_letters_create
 
 
@@ -27,7 +27,7 @@ def test_a_dead_delivery_is_logged_with_its_four_ids_and_reason(make_actor, capl
     with caplog.at_level(logging.WARNING, logger="dlq.services.dead_letters"):
         attempts_record(
             outcomes=[
-                Outcome(
+                Attempted(
                     delivery,
                     SendResult(404, None, b"no", None, 5),
                     timezone.now(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from deliveries.in_hand import in_hand_of
+from deliveries.lifecycle.in_hand import in_hand_of
 from deliveries.models import Delivery
 from dlq.models import DeadLetter, ReplayJob
 from dlq.services.dead_letters import dead_letters_create

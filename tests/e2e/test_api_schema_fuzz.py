@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from deliveries.intake.creation import deliveries_create_for_event
 from deliveries.models import Delivery
-from deliveries.services.creation import deliveries_create_for_event
 from tests.dlq.test_replay import kill
 from tests.processes import Web, process_env
 from webhooks.models import Event

@@ -11,8 +11,8 @@ import tracemalloc
 import pytest
 from django.db import connection
 
+from deliveries.lifecycle.interventions import deliveries_kill_for_endpoint
 from deliveries.models import Delivery
-from deliveries.services.lifecycle import deliveries_kill_for_endpoint
 from dlq.models import DeadLetter
 from tests.backlogs import RESERVE_SEQUENCES
 from webhooks.models import Endpoint

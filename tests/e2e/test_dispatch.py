@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from deliveries.queue import DOORBELL_KEY
+from deliveries.wakeups import DOORBELL_KEY
 from tests.processes import wait_until
 
 from .test_delivery import delivery_of, make_endpoint, send_event

@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 from django.utils import timezone
 
+from deliveries.intake.sequences import sequences_take
 from deliveries.models import Delivery
-from deliveries.services.sequences import sequences_take
 from tests.backlogs import due_backlog
 from tests.processes import wait_until
 from webhooks.models import Event

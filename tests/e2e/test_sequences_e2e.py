@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from django.db import connections
 
+from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery
-from deliveries.services.events import event_ingest
 from tests.processes import wait_until
 from tests.receivers import Answer
 

@@ -29,7 +29,7 @@ def _raise(*args, **kwargs):
 
 def _break(worker) -> None:
     from core import counters
-    from deliveries import queue
+    from deliveries import wakeups as queue
 
     loop = worker.sender.loop
     if FAULT == "claims":

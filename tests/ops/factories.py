@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from deliveries.intake.sequences import sequences_take
 from deliveries.models import Attempt, Delivery
-from deliveries.services.sequences import sequences_take
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoints import endpoint_create

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from deliveries.lifecycle.endpoint_backlogs import endpoint_backlog_clear
 from deliveries.models import Delivery
-from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from dlq.models import DeadLetter, ReplayJob
 from portal.models import PortalSession
 from portal.services.sessions import (

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from deliveries.lifecycle.endpoint_backlogs import endpoint_backlog_clear
 from deliveries.models import Delivery
-from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint
 from webhooks.services.endpoints import endpoint_signing_secrets

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 from homing_receiver import Webhook
 
-from deliveries.signing import webhook_headers
+from deliveries.transport.signing import webhook_headers
 from webhooks.models import Endpoint
 from webhooks.services.endpoints import endpoint_signing_secrets
 

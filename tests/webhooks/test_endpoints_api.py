@@ -4,8 +4,8 @@ import base64
 
 import pytest
 
+from deliveries.lifecycle.endpoint_backlogs import endpoint_backlog_clear
 from deliveries.models import Delivery
-from deliveries.services.endpoint_backlogs import endpoint_backlog_clear
 from dlq.models import DeadLetter
 
 URL = "http://127.0.0.1:9/hooks"

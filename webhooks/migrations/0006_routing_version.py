@@ -1,5 +1,5 @@
 """A routing version per tenant, bumped by triggers on every endpoint change that alters
-routing (webhooks/services/routing.py says why). PostgreSQL only: other databases read
+routing (deliveries/intake/routing.py says why). PostgreSQL only: other databases read
 the endpoints on every ingestion and never cache."""
 
 import django.db.models.deletion

@@ -4,7 +4,7 @@ Header values (often credentials) are stored as Fernet tokens under their plain 
 (core.crypto, keyed by HOMING_ENCRYPTION_KEY); the data step encrypts every existing one.
 
 `deleted_at` marks an endpoint whose DELETE has answered while a background job removes
-its deliveries in batches (deliveries/services/endpoint_backlogs.py); `objects` hides it.
+its deliveries in batches (deliveries/lifecycle/endpoint_backlogs.py); `objects` hides it.
 """
 
 import django.db.models.manager

@@ -77,7 +77,7 @@ def endpoint_limit_check(*, tenant: Tenant) -> None:
 def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     """Change fields, in one short transaction whatever the backlog: deactivating stops
     claims at once, and a background job parks the pending deliveries in the dead-letter
-    queue afterwards (deliveries/services/endpoint_backlogs.py, told by `endpoint_retired`)."""
+    queue afterwards (deliveries/lifecycle/endpoint_backlogs.py, told by `endpoint_retired`)."""
     _check_names(fields)
     fields = endpoint_fields_check(fields=fields)
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from deliveries.services.events import endpoint_send_test
+from deliveries.intake.ingest import endpoint_send_test
 from webhooks.models import Endpoint
 from webhooks.services.endpoints import EndpointInactive
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from deliveries.services.backpressure import tenant_limits_effective, tenant_limits_set
+from deliveries.intake.backpressure import tenant_limits_effective, tenant_limits_set
 from webhooks.models import Tenant
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
-from deliveries.services.endpoint_backlogs import endpoint_backlogs_work
-from deliveries.services.scheduling import deliveries_sweep
+from deliveries.lifecycle.endpoint_backlogs import endpoint_backlogs_work
+from deliveries.lifecycle.scheduling import deliveries_sweep
 from dlq.services.retention import retention_purge
 
 logger = logging.getLogger("homing.scheduler")

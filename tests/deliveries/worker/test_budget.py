@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from deliveries.lifecycle.policy import current_policy
 from deliveries.models import Delivery
-from deliveries.policy import current_policy
-from deliveries.services.claims import deliveries_claim
 from deliveries.worker.budget import RetryBudget
+from deliveries.worker.claims import deliveries_claim
 
 
 def test_while_first_attempts_wait_retries_get_only_what_keeps_them_within_the_share() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from django.utils import timezone
 
-from deliveries.in_hand import EventInHand, InHand
+from deliveries.lifecycle.in_hand import EventInHand, InHand
 from deliveries.worker.ledger import Ledger
 from deliveries.worker.releases import Releases
 from deliveries.worker.slots import Slots

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from deliveries import concurrency
 from deliveries.models import Delivery
-from deliveries.worker import Worker
+from deliveries.worker import concurrency
+from deliveries.worker.worker import Worker
 from tests.backlogs import due_backlog
 from tests.processes import wait_until
 from tests.receivers import Answer, Receiver, most_at_once

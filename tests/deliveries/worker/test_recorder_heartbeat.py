@@ -25,7 +25,7 @@ def test_the_heartbeat_is_busy_while_a_batch_is_written_and_idle_after(monkeypat
         assert recorder.heartbeat.since is None  # waiting for work is not being stuck
         done = threading.Event()
         # A stand-in: the slow attempts_record above never reads it.
-        recorder.submit(object(), lambda recorded: done.set())  # type: ignore[arg-type]  # not an Outcome
+        recorder.submit(object(), lambda recorded: done.set())  # type: ignore[arg-type]  # not an Attempted
         assert writing.wait(2)
         assert recorder.heartbeat.since is not None
         assert time.monotonic() - recorder.heartbeat.since < 2

@@ -9,7 +9,7 @@ import threading
 
 from django.utils import timezone
 
-from deliveries.in_hand import EventInHand, InHand
+from deliveries.lifecycle.in_hand import EventInHand, InHand
 from deliveries.worker.slots import Slots
 
 _ids = itertools.count(1)

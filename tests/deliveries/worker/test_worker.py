@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from deliveries.policy import current_policy
-from deliveries.worker import Worker
+from deliveries.lifecycle.policy import current_policy
+from deliveries.worker.worker import Worker
 
 
 @pytest.fixture

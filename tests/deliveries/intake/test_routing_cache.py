@@ -1,0 +1,142 @@
+"""The per-process routing cache never routes to a deleted or deactivated endpoint.
+
+These tests commit for real (`transactional_db`): the cache is used only outside a
+transaction, where the ingest statement itself checks the routing version.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from deliveries.intake import routing
+from deliveries.intake.ingest import EVENT_COLUMNS, event_ingest
+from deliveries.models import Delivery
+from webhooks.models import Endpoint, Event, RoutingVersion
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _cold_cache():
+    routing.routing_forget()
+    yield
+    routing.routing_forget()
+
+
+def _endpoint(tenant, **fields):
+    return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
+
+
+def _routed(alice, event_type="order.paid"):
+    event = event_ingest(tenant=alice.tenant, event_type=event_type, data={})
+    return sorted(d.endpoint_id for d in Delivery.objects.filter(event_id=event.id))
+
+
+def test_a_warm_cache_ingests_in_one_statement(alice):
+    shop = _endpoint(alice.tenant)
+    assert _routed(alice) == [shop.id]
+    with CaptureQueriesContext(connection) as queries:
+        assert _routed(alice) == [shop.id]
+    # The ingest statement, then the test's own read of the deliveries.
+    assert len(queries) == 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda ep: ep.delete(), id="deleted"),
+        # The worker's deactivation: a queryset update, no service involved.
+        pytest.param(
+            lambda ep: Endpoint.objects.filter(pk=ep.pk).update(is_active=False), id="deactivated"
+        ),
+        pytest.param(
+            lambda ep: Endpoint.objects.filter(pk=ep.pk).update(event_types=["invoice.*"]),
+            id="narrowed",
+        ),
+    ],
+)
+def test_an_endpoint_change_is_seen_by_the_next_event(alice, change):
+    shop, audit = _endpoint(alice.tenant), _endpoint(alice.tenant)
+    assert _routed(alice) == sorted([shop.id, audit.id])  # the cache is warm now
+    change(shop)
+    assert _routed(alice) == [audit.id]  # read back from the deliveries table
+
+
+def test_a_new_endpoint_gets_the_next_event(alice):
+    assert _routed(alice) == []
+    shop = _endpoint(alice.tenant)
+    assert _routed(alice) == [shop.id]
+    reactivated = _endpoint(alice.tenant, is_active=False)
+    assert _routed(alice) == [shop.id]
+    Endpoint.objects.filter(pk=reactivated.pk).update(is_active=True)
+    assert _routed(alice) == sorted([shop.id, reactivated.id])
+
+
+def test_health_updates_keep_the_cache(alice):
+    shop = _endpoint(alice.tenant)
+    _routed(alice)
+    before = RoutingVersion.objects.get(tenant=alice.tenant).version
+    Endpoint.objects.filter(pk=shop.pk).update(consecutive_failures=3, circuit_state="open")
+    assert RoutingVersion.objects.get(tenant=alice.tenant).version == before
+
+
+def test_a_rolled_back_change_never_passes_the_gate(alice):
+    shop = _endpoint(alice.tenant)
+    _routed(alice)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Endpoint.objects.filter(pk=shop.pk).update(is_active=False)
+        # Read inside the transaction: the cache now holds a version that never commits.
+        assert _routed(alice) == []
+        raise RuntimeError("rolled back")
+    assert _routed(alice) == [shop.id]
+    Endpoint.objects.filter(pk=shop.pk).update(is_active=False)
+    assert _routed(alice) == []
+
+
+def test_another_tenants_change_keeps_alices_cache(alice, bob):
+    shop = _endpoint(alice.tenant)
+    _routed(alice)
+    _endpoint(bob.tenant)
+    with CaptureQueriesContext(connection) as queries:
+        assert _routed(alice) == [shop.id]
+    assert len(queries) == 2
+
+
+def test_the_insert_names_every_event_column():
+    assert set(EVENT_COLUMNS) == {f.column for f in Event._meta.concrete_fields}
+
+
+def test_an_endpoint_deleted_after_the_gate_counts_as_a_routing_change(alice):
+    # The deferred foreign key finds it at commit; checked at once here to see the error.
+    event = event_ingest(tenant=alice.tenant, event_type="a.b", data={})
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    with pytest.raises(IntegrityError) as gone_endpoint, transaction.atomic():
+        Delivery.objects.create(
+            tenant=alice.tenant,
+            event_id=event.id,
+            endpoint_id="ep_gone",
+            next_attempt_at=event.created_at,
+            sequence=1,
+        )
+    assert routing.routing_changed(gone_endpoint.value)
+    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    endpoint = Endpoint.objects.get(tenant=alice.tenant)
+    with pytest.raises(IntegrityError) as gone_event, transaction.atomic():
+        Delivery.objects.create(
+            tenant=alice.tenant, event_id="evt_gone", endpoint=endpoint,
+            next_attempt_at=event.created_at, sequence=1,
+        )  # fmt: skip
+    assert not routing.routing_changed(gone_event.value)  # another fault: not retried
+
+
+def test_routing_that_keeps_changing_is_a_json_503(alice, monkeypatch):
+    def changing(**kwargs):
+        raise routing.RoutingChanged("the endpoints kept changing; nothing was written")
+
+    monkeypatch.setattr("deliveries.intake.api.events_ingest", changing)
+    answer = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    assert answer.status_code == 503
+    assert answer.json() == {"message": "the endpoints kept changing; nothing was written"}
