@@ -3,7 +3,7 @@
 A claim (worker/claims.py) hands the worker `Claimed`: this, with the endpoint loaded
 for its attempt. The scheduler's lease sweep (`worker lost`) and parking a deactivated
 endpoint's backlog build the plain `InHand` from the columns they load (no event data).
-Recording, the dead-letter queue and the worker's slots read nothing else.
+Recording, the dead-letter queue and the worker's ledger read nothing else.
 """
 
 from __future__ import annotations

@@ -46,10 +46,6 @@ from deliveries.worker import claim_sql, claims_sqlite
 from deliveries.worker.fair_share import DueEndpoint, fair_shares
 from webhooks.models import Endpoint
 
-# Deliveries one claim takes at most. Each claim, load and recorder transaction has a
-# fixed cost, so larger batches are cheaper per delivery: measured with `make bench`
-# (2 workers, one endpoint), 50 drained ~1,290/s and 100 ~1,350-1,430/s; 150 no better.
-BATCH_SIZE = 100
 # Endpoints one look for due work lists at most (see due_endpoints).
 DUE_ENDPOINTS_LIMIT = 10_000
 ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's filter
@@ -89,23 +85,16 @@ def deliveries_claim_fairly(
     first_attempts_only: bool = False,
     retries_only: bool = False,
 ) -> Claim:
-    """Claim up to `limit` due deliveries: one probe per open circuit whose time has
-    come, then rows of the `due` endpoints (queried here when not given) shared fairly
-    between tenants (fair_share.py), at most `room(endpoint)` each and
-    `tenant_room(tenant)` per tenant. Never for `skip_endpoints` (full or throttled) nor
-    for endpoints whose circuit is not closed. `first_attempts_only` or `retries_only`: the
-    worker's retry budget (worker/budget.py) decides."""
-    paused, probes = open_circuits_claim_probes()
-    # The probe is a real waiting delivery; none due means the next probe is later.
-    rows = _claim({endpoint_id: 1 for endpoint_id in probes[:limit]}, ANY_ATTEMPT, policy)
-    limit -= len(rows)
+    """Claim up to `limit` due deliveries in one go: the probes whose time has come, then
+    rows of the `due` endpoints (queried here when not given) shared fairly between
+    tenants (fair_share.py), at most `room(endpoint)` each and `tenant_room(tenant)` per
+    tenant, never for `skip_endpoints`. The worker composes the same two steps with its
+    planner (claim_loop.py); this is the whole claim for everyone else."""
+    probes = deliveries_claim_probes(limit=limit, policy=policy)
+    limit -= len(probes.deliveries)
     if limit <= 0:
-        return Claim(_with_endpoints(rows), set())
-    skip = {*skip_endpoints, *paused}
-    attempts = ANY_ATTEMPT
-    if first_attempts_only or retries_only:
-        attempts = {"any_attempt": False, "first_attempts": first_attempts_only}
-    # `limit` is what the probes left. (Their endpoints are paused, so skipped below.)
+        return Claim(probes.deliveries, set())
+    skip = {*skip_endpoints, *probes.paused}
     candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
     shares = fair_shares(
         limit=limit,
@@ -114,10 +103,48 @@ def deliveries_claim_fairly(
         rotation=rotation,
         tenant_room=tenant_room,
     )
-    by_endpoint = _claim(shares, attempts, policy)
-    got = Counter(row[3] for row in by_endpoint)
+    claim = deliveries_claim_shares(
+        shares=shares,
+        policy=policy,
+        first_attempts_only=first_attempts_only,
+        retries_only=retries_only,
+    )
+    return Claim(probes.deliveries + claim.deliveries, claim.exhausted)
+
+
+@dataclass(frozen=True, slots=True)
+class Probes:
+    """Endpoints whose circuit is not closed (claims leave them alone), and the probe
+    deliveries this claim won for those whose time had come."""
+
+    paused: set[str]
+    deliveries: list[Claimed]
+
+
+def deliveries_claim_probes(*, limit: int, policy: Policy) -> Probes:
+    """One probe per open circuit whose time has come (at most `limit`), each a real
+    waiting delivery: none due means the next probe is later."""
+    paused, probes = open_circuits_claim_probes()
+    rows = _claim({endpoint_id: 1 for endpoint_id in probes[:limit]}, ANY_ATTEMPT, policy)
+    return Probes(paused, _with_endpoints(rows))
+
+
+def deliveries_claim_shares(
+    *,
+    shares: dict[str, int],
+    policy: Policy,
+    first_attempts_only: bool = False,
+    retries_only: bool = False,
+) -> Claim:
+    """Claim at most `shares[endpoint]` due rows of each endpoint, oldest first.
+    `first_attempts_only` or `retries_only`: the worker's retry budget decides."""
+    attempts = ANY_ATTEMPT
+    if first_attempts_only or retries_only:
+        attempts = {"any_attempt": False, "first_attempts": first_attempts_only}
+    rows = _claim(shares, attempts, policy)
+    got = Counter(row[3] for row in rows)
     exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
-    return Claim(_with_endpoints(rows + by_endpoint), exhausted)
+    return Claim(_with_endpoints(rows), exhausted)
 
 
 def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:

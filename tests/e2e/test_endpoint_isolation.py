@@ -8,7 +8,7 @@ import time
 import pytest
 
 from deliveries.models import Delivery
-from deliveries.worker.worker import endpoint_cap
+from deliveries.worker.planner import endpoint_cap
 from tests.processes import wait_until
 from tests.receivers import Answer
 
@@ -38,7 +38,9 @@ def test_a_hanging_endpoint_does_not_delay_a_healthy_one(alice, homing, receiver
     latest = max(r.at for r in arrived) - posted
     assert latest < 2.0, f"healthy deliveries waited {latest:.1f}s behind the hanging endpoint"
     in_flight = Delivery.objects.filter(endpoint__url=hanging.url, status="delivering").count()
-    assert in_flight <= endpoint_cap(settings.HOMING_SEND_CONCURRENCY)
+    assert in_flight <= endpoint_cap(
+        capacity=settings.HOMING_SEND_CONCURRENCY, cluster_cap=settings.HOMING_ENDPOINT_CONCURRENCY
+    )
     wait_until(
         lambda: Delivery.objects.filter(endpoint__url=healthy.url, status="succeeded").count() == 20
     )

@@ -83,6 +83,14 @@ def test_a_claim_whose_lease_lapsed_cannot_give_back_or_renew_the_next_claim_s_d
     assert (row.status, row.attempt_count) == ("pending", first.attempt_count)
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_renews_the_leases_of_what_it_holds_and_only_those(alice) -> None:
     alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
@@ -91,15 +99,21 @@ def test_the_worker_renews_the_leases_of_what_it_holds_and_only_those(alice) -> 
     held, other = deliveries_claim(limit=2, policy=current_policy())
     soon = timezone.now() + timedelta(seconds=2)
     Delivery.objects.update(lease_expires_at=soon)
-    worker = Worker(capacity=4)  # not started: its claim loop's renewal is called here
-    worker.slots.admit([held], worker.slots.reserve(1))
-    worker._leases_renewed = float("-inf")
-    worker._renew_leases()
+    clock = Clock()
+    worker = Worker(capacity=4, clock=clock)  # not started: its housekeeping is called here
+    worker.ledger.admit([held], worker.ledger.reserve(1), lease_seconds=60)
+    worker.claims.housekeeping()
     assert lease_of(held.id) > soon + timedelta(seconds=10)
     assert Delivery.objects.get(pk=other.id).lease_expires_at == soon
-    worker._renew_leases()  # again at once: nothing (the next is a third of a lease away)
-    worker.slots.free(held)
-    assert worker.slots.held() == []
+    Delivery.objects.filter(pk=held.id).update(lease_expires_at=soon)
+    clock.now += 1  # a second on: the next renewal is a third of a lease away
+    worker.claims.housekeeping()
+    assert lease_of(held.id) == soon
+    clock.now += current_policy().lease_seconds
+    worker.claims.housekeeping()
+    assert lease_of(held.id) > soon + timedelta(seconds=10)
+    worker.ledger.finish(held)
+    assert worker.ledger.held() == []
 
 
 @postgresql_only

@@ -1,17 +1,17 @@
-"""The ledger: every place an attempt takes, here and in the cluster-wide cap, is given
-back exactly once on every path. With a fake cluster (no servers)."""
+"""The ledger: every delivery in hand has one entry that moves through its stages and ends
+once, and every place it took, here and in the cluster-wide cap, comes back on every path.
+With a fake cluster (no servers): only the ledger's public verbs and reads."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import pytest
 from django.utils import timezone
 
 from deliveries.lifecycle.in_hand import EventInHand, InHand
-from deliveries.worker.ledger import Ledger
-from deliveries.worker.releases import Releases
-from deliveries.worker.slots import Slots
+from deliveries.worker.ledger import Ledger, Stage
 
 
 class FakeCluster:
@@ -20,6 +20,7 @@ class FakeCluster:
     def __init__(self, cap: int = 10, broken: bool = False) -> None:
         self.cap, self.broken = cap, broken
         self.held: dict[str, set[str]] = {}
+        self.renewed: list[tuple[str, str]] = []
 
     def acquire(
         self, *, endpoint_ids: Sequence[str], delivery_ids: Sequence[str], lease_seconds: float
@@ -53,9 +54,8 @@ class FakeCluster:
         self.renewed = sorted(held)
 
 
-def make(cluster: FakeCluster, per_endpoint: int = 4) -> Ledger:
-    slots = Slots(capacity=20, per_endpoint=per_endpoint, per_tenant=12)
-    return Ledger(slots, Releases(lease_seconds=lambda: 60, cluster=cluster), cluster)
+def make(cluster: FakeCluster, per_endpoint: int = 4, **kwargs) -> Ledger[InHand]:
+    return Ledger(capacity=20, per_endpoint=per_endpoint, per_tenant=12, cluster=cluster, **kwargs)
 
 
 def claimed(*endpoint_ids: str, tenant: str = "t") -> list[InHand]:
@@ -67,13 +67,14 @@ def claimed(*endpoint_ids: str, tenant: str = "t") -> list[InHand]:
 
 
 def idle(ledger: Ledger, cluster: FakeCluster) -> bool:
-    ledger.releases.send()
-    slots = ledger.slots
+    ledger.send_releases(lease_seconds=60)
     return (
-        slots.in_flight == 0
-        and slots.held() == []
-        and slots.open_to("a") == slots.open_to("b") == 0
-        and slots.tenant_room("t") == slots.per_tenant
+        ledger.in_hand == 0
+        and ledger.held() == []
+        and not ledger.stages()
+        and ledger.open_to("a") == ledger.open_to("b") == 0
+        and ledger.waiting("a") == 0
+        and ledger.tenant_room("t") == ledger.per_tenant
         and not any(cluster.held.values())
     )
 
@@ -82,25 +83,60 @@ def test_admitted_attempts_hold_places_here_and_in_the_cluster_until_over() -> N
     cluster = FakeCluster()
     ledger = make(cluster)
     batch = claimed("a", "a", "b")
-    admitted, refused = ledger.admit(batch, ledger.slots.reserve(5), lease_seconds=60)
-    assert admitted == batch and refused == []
-    assert ledger.slots.open_to("a") == 2 and cluster.held["a"] == {batch[0].id, batch[1].id}
+    going, refused = ledger.admit(batch, ledger.reserve(5), lease_seconds=60)
+    assert going == batch and refused == []
+    assert ledger.stages() == {Stage.IN_FLIGHT: 3}
+    assert ledger.open_to("a") == 2 and cluster.held["a"] == {batch[0].id, batch[1].id}
     for delivery in batch:
-        ledger.request_over(delivery, answered=True)
+        assert ledger.request_over(delivery, answered=True) is None  # nobody in line
+    assert ledger.stages() == {Stage.RECORDING: 3} and ledger.in_hand == 3
+    for delivery in batch:
         ledger.finish(delivery)
     assert idle(ledger, cluster)
 
 
-def test_one_over_the_endpoint_cap_here_keeps_only_its_capacity_slot() -> None:
+def test_reservations_nothing_was_claimed_for_come_back_at_admission() -> None:
+    cluster = FakeCluster()
+    ledger = make(cluster)
+    reserved = ledger.reserve(10)
+    assert ledger.in_hand == 10
+    ledger.admit(claimed("a"), reserved, lease_seconds=60)
+    assert ledger.in_hand == 1
+
+
+def test_a_failed_claim_cancels_its_reservation() -> None:
+    cluster = FakeCluster()
+    ledger = make(cluster)
+    ledger.cancel(ledger.reserve(7))
+    assert idle(ledger, cluster)
+
+
+def test_a_reservation_waits_for_room_and_gets_it_when_an_entry_ends() -> None:
+    cluster = FakeCluster()
+    ledger = make(cluster)
+    batch = claimed(*["a"] * 2, *["b"] * 2, *["c"] * 2, *["d"] * 2, *["e"] * 2)
+    ledger.admit(batch * 2, ledger.reserve(20), lease_seconds=60)  # ids repeat: 10 entries
+    ledger.admit(claimed(*["f"] * 10, tenant="u"), ledger.reserve(10), lease_seconds=60)
+    assert ledger.reserve(1, timeout=0) == 0  # full
+    granted: list[int] = []
+    waiter = threading.Thread(target=lambda: granted.append(ledger.reserve(5, timeout=10)))
+    waiter.start()
+    ledger.finish(batch[0])
+    waiter.join(10)
+    assert granted == [1]
+
+
+def test_one_over_the_endpoint_cap_here_is_claimed_without_a_place() -> None:
     cluster = FakeCluster()
     ledger = make(cluster, per_endpoint=2)
     batch = claimed("a", "a", "a")
-    admitted, refused = ledger.admit(batch, ledger.slots.reserve(3), lease_seconds=60)
-    assert (admitted, refused) == (batch[:2], batch[2:])
-    assert batch[2].id not in cluster.held["a"] and ledger.slots.in_flight == 3
+    going, refused = ledger.admit(batch, ledger.reserve(3), lease_seconds=60)
+    assert (going, refused) == (batch[:2], batch[2:])
+    assert batch[2].id not in cluster.held["a"] and ledger.in_hand == 3
+    assert ledger.stages() == {Stage.IN_FLIGHT: 2, Stage.CLAIMED: 1}
     ledger.finish(batch[2])  # given back
-    for delivery in admitted:
-        ledger.release(delivery)  # never started
+    for delivery in going:
+        ledger.finish(delivery)  # never started: its places come back
     assert idle(ledger, cluster)
 
 
@@ -108,34 +144,91 @@ def test_one_the_cluster_refuses_gives_its_endpoint_place_back_here() -> None:
     cluster = FakeCluster(cap=1)
     ledger = make(cluster)
     batch = claimed("a", "a")
-    admitted, refused = ledger.admit(batch, ledger.slots.reserve(2), lease_seconds=60)
-    assert (admitted, refused) == (batch[:1], batch[1:])
-    assert ledger.slots.open_to("a") == 1  # the refused one's place is withdrawn
+    going, refused = ledger.admit(batch, ledger.reserve(2), lease_seconds=60)
+    assert (going, refused) == (batch[:1], batch[1:])
+    assert ledger.open_to("a") == 1  # the refused one's place is withdrawn
     ledger.finish(refused[0])
-    ledger.request_over(admitted[0], answered=False)
-    ledger.finish(admitted[0])
+    ledger.request_over(going[0], answered=False)
+    ledger.finish(going[0])
     assert idle(ledger, cluster)
 
 
-def test_a_hand_over_keeps_the_endpoint_s_places_and_moves_the_cluster_s() -> None:
+def test_an_answer_hands_its_place_to_the_first_in_line_here_and_in_the_cluster() -> None:
+    cluster = FakeCluster(cap=1)
+    ledger = make(cluster)
+    first, second, third = claimed("a", "a", "a")
+    going, _ = ledger.admit([first, second, third], ledger.reserve(3), lease_seconds=60)
+    assert going == [first]
+    ledger.line_up(second)
+    ledger.line_up(third)
+    assert ledger.waiting("a") == 2 and ledger.stages()[Stage.IN_LINE] == 2
+    assert ledger.request_over(first, answered=True, max_wait=60) == second
+    ledger.send_releases(lease_seconds=60)
+    assert cluster.held["a"] == {second.id} and ledger.open_to("a") == 1
+    assert ledger.waiting("a") == 1
+    ledger.finish(first)  # recorded
+    assert ledger.request_over(second, answered=True, max_wait=60) == third
+    ledger.finish(second)
+    assert ledger.request_over(third, answered=True, max_wait=60) is None
+    ledger.finish(third)
+    assert idle(ledger, cluster)
+
+
+def test_a_failure_does_not_hand_over_and_the_line_waits() -> None:
     cluster = FakeCluster(cap=1)
     ledger = make(cluster)
     first, second = claimed("a", "a")
-    ledger.admit([first, second], ledger.slots.reserve(2), lease_seconds=60)  # second in line
-    ledger.hand_over(first, second)
-    ledger.releases.send()
-    assert cluster.held["a"] == {second.id} and ledger.slots.open_to("a") == 1
+    ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
+    ledger.line_up(second)
+    assert ledger.request_over(first, answered=False, max_wait=60) is None
+    assert ledger.open_to("a") == 0 and ledger.waiting("a") == 1
+    assert not ledger.answered("a", within=60)  # a failure is no answer
+    assert ledger.leave_lines(waited=0) == [second]
+    ledger.finish(second)
     ledger.finish(first)
-    ledger.request_over(second, answered=True)
+    assert idle(ledger, cluster)
+
+
+def test_one_that_waited_too_long_is_not_handed_a_place_but_left_to_be_given_back() -> None:
+    cluster = FakeCluster(cap=1)
+    ledger = make(cluster)
+    first, second = claimed("a", "a")
+    ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
+    ledger.line_up(second)
+    assert ledger.request_over(first, answered=True, max_wait=0) is None
+    assert ledger.leave_lines(waited=0) == [second]
+    assert ledger.stages() == {Stage.RECORDING: 1, Stage.CLAIMED: 1}
+
+
+def test_each_endpoint_has_its_own_line_first_in_first_out() -> None:
+    cluster = FakeCluster(cap=0)
+    ledger = make(cluster)
+    batch = claimed("a", "b", "a", "b")
+    _, refused = ledger.admit(batch, ledger.reserve(4), lease_seconds=60)
+    for delivery in refused:
+        ledger.line_up(delivery)
+    assert [ledger.waiting("a"), ledger.waiting("b")] == [2, 2]
+    assert ledger.leave_lines(waited=0) == [batch[0], batch[2], batch[1], batch[3]]
+
+
+def test_finishing_one_in_line_takes_it_out_of_its_line() -> None:
+    cluster = FakeCluster(cap=0)
+    ledger = make(cluster)
+    first, second = claimed("a", "a")
+    ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
+    ledger.line_up(first)
+    ledger.line_up(second)
+    ledger.finish(first)
+    assert ledger.waiting("a") == 1
     ledger.finish(second)
     assert idle(ledger, cluster)
 
 
-def test_a_cluster_that_cannot_be_asked_leaves_nothing_counted() -> None:
+def test_a_cluster_that_cannot_be_asked_leaves_nothing_in_hand() -> None:
     cluster = FakeCluster(broken=True)
     ledger = make(cluster, per_endpoint=1)
     with pytest.raises(RuntimeError):
-        ledger.admit(claimed("a", "a", "b"), ledger.slots.reserve(5), lease_seconds=60)
+        ledger.admit(claimed("a", "a", "b"), ledger.reserve(5), lease_seconds=60)
     assert idle(ledger, cluster)
 
 
@@ -143,24 +236,72 @@ def test_a_tenant_s_room_comes_back_as_its_requests_end() -> None:
     cluster = FakeCluster()
     ledger = make(cluster)
     batch = claimed("a", "b", tenant="busy")
-    ledger.admit(batch, ledger.slots.reserve(2), lease_seconds=60)
-    assert ledger.slots.tenant_room("busy") == ledger.slots.per_tenant - 2
+    ledger.admit(batch, ledger.reserve(2), lease_seconds=60)
+    assert ledger.tenant_room("busy") == ledger.per_tenant - 2
     ledger.request_over(batch[0], answered=True)
     # Over, its record to come: out of the tenant's share, still holding its capacity.
-    assert ledger.slots.tenant_room("busy") == ledger.slots.per_tenant - 1
-    assert ledger.slots.in_flight == 2
+    assert ledger.tenant_room("busy") == ledger.per_tenant - 1
+    assert ledger.in_hand == 2
     ledger.finish(batch[0])
-    ledger.release(batch[1])
-    assert ledger.slots.tenant_room("busy") == ledger.slots.per_tenant
-    assert ledger.slots.in_flight == 0
+    ledger.finish(batch[1])
+    assert ledger.tenant_room("busy") == ledger.per_tenant
+    assert ledger.in_hand == 0
 
 
-def test_the_places_renewed_are_those_of_the_requests_under_way() -> None:
+def test_a_tenant_s_room_counts_its_requests_under_way_and_its_line() -> None:
+    cluster = FakeCluster(cap=1)
+    ledger = make(cluster)
+    batch = claimed("a", "a", "a", tenant="busy")
+    _, refused = ledger.admit(batch, ledger.reserve(3), lease_seconds=60)
+    ledger.line_up(refused[0])
+    assert ledger.tenant_room("busy") == ledger.per_tenant - 3  # claimed and in line count
+
+
+def test_the_places_renewed_are_those_of_the_requests_in_flight() -> None:
     cluster = FakeCluster(cap=2)
     ledger = make(cluster)
     first, second, third, other = claimed("a", "a", "a", "b")
-    ledger.admit([first, second, third, other], ledger.slots.reserve(4), lease_seconds=60)
-    ledger.hand_over(first, third)  # third was in line (the cluster's cap is 2)
+    ledger.admit([first, second, third, other], ledger.reserve(4), lease_seconds=60)
+    ledger.line_up(third)  # third was refused (the cluster's cap is 2)
+    assert ledger.request_over(first, answered=True, max_wait=60) == third
     ledger.request_over(other, answered=True)
     ledger.renew_places(lease_seconds=60)
     assert cluster.renewed == sorted([("a", second.id), ("a", third.id)])
+
+
+def test_every_delivery_in_hand_is_held_with_its_claim_s_attempt_number() -> None:
+    cluster = FakeCluster(cap=1)
+    ledger = make(cluster)
+    batch = claimed("a", "a")
+    ledger.admit(batch, ledger.reserve(2), lease_seconds=60)
+    assert sorted(ledger.held()) == sorted((d.id, 1) for d in batch)
+
+
+def test_an_ended_request_and_a_never_started_one_wake_the_claims() -> None:
+    rings: list[str] = []
+    cluster = FakeCluster()
+    ledger = make(cluster, on_endpoint_room=lambda: rings.append("ring"))
+    first, second = claimed("a", "a")
+    ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
+    ledger.request_over(first, answered=True)
+    ledger.finish(second)  # never started
+    assert rings == ["ring", "ring"]
+
+
+def test_the_endpoint_cap_follows_the_workers_sharing_it() -> None:
+    cluster = FakeCluster()
+    ledger = make(cluster, per_endpoint=4)
+    ledger.set_endpoint_cap(1)
+    going, refused = ledger.admit(claimed("a", "a"), ledger.reserve(2), lease_seconds=60)
+    assert len(going) == len(refused) == 1
+    assert ledger.room("a") == 0 and ledger.moving("a", within=60) is False
+
+
+def test_drain_waits_for_every_entry_to_end() -> None:
+    cluster = FakeCluster()
+    ledger = make(cluster)
+    (only,) = claimed("a")
+    ledger.admit([only], ledger.reserve(1), lease_seconds=60)
+    assert not ledger.wait_idle(0.01)
+    threading.Timer(0.05, ledger.finish, [only]).start()
+    assert ledger.wait_idle(10)

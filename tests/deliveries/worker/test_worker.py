@@ -1,4 +1,5 @@
-"""The Worker gives every slot back, whatever happens to an attempt."""
+"""The Worker owns its parts: starts them in a declared order, stops them in reverse, and
+every delivery it holds leaves its ledger whatever happens to the attempt."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from deliveries.lifecycle.policy import current_policy
+from deliveries.worker.ledger import Stage
 from deliveries.worker.worker import Worker
+
+ORDER = ["gatherers", "recorder", "releases", "sender", "parker", "claims", "watchdog"]
 
 
 @pytest.fixture
@@ -17,6 +21,7 @@ def worker():
     created = Worker(capacity=4)
     created.sender.start()  # the event loop only: no claims, no database
     yield created
+    created.sender.close()
     created.close()
 
 
@@ -24,56 +29,60 @@ def run(worker: Worker, coroutine):
     return asyncio.run_coroutine_threadsafe(coroutine, worker.sender.loop).result(timeout=10)
 
 
-def test_a_slot_is_released_when_an_attempt_fails_before_reaching_the_recorder(
+def in_flight(worker: Worker) -> SimpleNamespace:
+    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
+    going, _ = worker.ledger.admit([delivery], worker.ledger.reserve(1), lease_seconds=60)  # type: ignore[list-item]  # the ledger reads only these fields
+    assert going == [delivery]
+    return delivery
+
+
+def test_an_attempt_that_fails_before_reaching_the_recorder_leaves_the_ledger(
     worker, monkeypatch
 ) -> None:
-    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([delivery], worker.slots.reserve(1))
+    delivery = in_flight(worker)
 
     async def broken(*args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(worker, "_send", broken)
+    monkeypatch.setattr(worker.attempts, "send", broken)
     with pytest.raises(RuntimeError):
-        run(worker, worker._attempt(delivery, current_policy()))
-    assert worker.slots.in_flight == 0
+        run(worker, worker.attempts.run(delivery, current_policy()))
+    assert worker.ledger.in_hand == 0
+    assert worker.ledger.open_to("ep_1") == 0
 
 
-def test_a_slot_is_released_once_the_result_is_recorded(worker, monkeypatch) -> None:
-    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([delivery], worker.slots.reserve(1))
+def test_an_attempt_leaves_the_ledger_once_its_result_is_recorded(worker, monkeypatch) -> None:
+    delivery = in_flight(worker)
     submitted = []
 
     async def nothing_sent(*args):
         return None
 
-    monkeypatch.setattr(worker, "_send", nothing_sent)
+    monkeypatch.setattr(worker.attempts, "send", nothing_sent)
     monkeypatch.setattr(worker.recorder, "submit", lambda o, done: submitted.append(done))
-    run(worker, worker._attempt(delivery, current_policy()))
-    assert worker.slots.in_flight == 1  # waiting for the recorder
+    run(worker, worker.attempts.run(delivery, current_policy()))
+    assert worker.ledger.stages() == {Stage.RECORDING: 1}  # waiting for the recorder
+    assert worker.ledger.open_to("ep_1") == 0  # the receiver is free already
     submitted[0](None)
-    assert worker.slots.in_flight == 0
+    assert worker.ledger.in_hand == 0
     assert worker.drain(timeout=0.1)
 
 
-def test_the_endpoint_slot_is_free_as_soon_as_the_response_is_in(worker, monkeypatch) -> None:
-    delivery = SimpleNamespace(id="dlv_1", attempt_count=1, endpoint_id="ep_1", tenant_id="ten_1")
-    worker.slots.admit([delivery], worker.slots.reserve(1))
-    monkeypatch.setattr(worker.recorder, "submit", lambda o, done: None)
-
-    async def answered(*args):
-        return None
-
-    monkeypatch.setattr(worker, "_send", answered)
-    run(worker, worker._attempt(delivery, current_policy()))
-    assert worker.slots.room("ep_1") == worker.slots.per_endpoint  # the receiver is free
-    assert worker.slots.in_flight == 1  # the result is not recorded yet
-
-
 @pytest.mark.django_db(transaction=True)
-def test_start_starts_every_thread_and_close_stops_each() -> None:
+def test_start_starts_every_part_in_order_and_close_stops_each_in_reverse(monkeypatch) -> None:
     before = set(threading.enumerate())
-    started = Worker(capacity=4).start()
+    created = Worker(capacity=4)
+    closed: list[str] = []
+    for name, part, method in [
+        ("recorder", created.recorder, "stop"),
+        ("releases", created.releases, "close"),
+        ("sender", created.sender, "close"),
+        ("parker", created.parker, "close"),
+        ("claims", created.claims, "close"),
+    ]:
+        monkeypatch.setattr(part, method, noted(closed, name, getattr(part, method)))
+    created.start()
+    assert created.started_parts == ORDER
     threads = [t for t in threading.enumerate() if t not in before]
     assert {t.name for t in threads} == {
         "homing-claims",
@@ -85,9 +94,11 @@ def test_start_starts_every_thread_and_close_stops_each() -> None:
         "homing-publisher",
         "homing-counters",
     }
-    started.stop()
-    started.drain(timeout=1)
-    started.close()
+    created.stop()
+    created.drain(timeout=1)
+    created.close()
+    assert closed == ["claims", "parker", "sender", "releases", "recorder"]
+    assert created.started_parts == []
     assert [t.name for t in threads if t.is_alive()] == []
 
 
@@ -96,39 +107,55 @@ def test_a_worker_that_is_never_started_has_no_thread_and_closes() -> None:
     created = Worker(capacity=4)
     assert set(threading.enumerate()) == before
     created.close()
+    assert set(threading.enumerate()) == before
+
+
+def noted(closed: list[str], name: str, close):
+    def closing(*args, **kwargs):
+        closed.append(name)
+        return close(*args, **kwargs)
+
+    return closing
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_worker_processes_share_each_endpoint_s_places(settings) -> None:
     settings.HOMING_ENDPOINT_CONCURRENCY = 50
-    first, second = Worker(capacity=400), Worker(capacity=400)
+    clock = Clock()
+    first, second = Worker(capacity=400, clock=clock), Worker(capacity=400, clock=clock)
     try:
-        first._share_endpoints()
-        assert first.slots.per_endpoint == 50  # alone: the whole cap
-        second._share_endpoints()
-        assert second.slots.per_endpoint == 25  # two sending: half each
-        first._workers_said = float("-inf")  # its next word is due
-        first._share_endpoints()
-        assert first.slots.per_endpoint == 25
+        first.claims.housekeeping()
+        assert first.ledger.endpoint_cap == 50  # alone: the whole cap
+        second.claims.housekeeping()
+        assert second.ledger.endpoint_cap == 25  # two sending: half each
+        clock.now += 1  # the first's next word is due
+        first.claims.housekeeping()
+        assert first.ledger.endpoint_cap == 25
     finally:
         first.close()
-    second._workers_said = float("-inf")
-    second._share_endpoints()
-    assert second.slots.per_endpoint == 50  # the first said it stopped: the whole cap again
+    clock.now += 1
+    second.claims.housekeeping()
+    assert second.ledger.endpoint_cap == 50  # the first said it stopped: the whole cap again
     second.close()
 
 
 def test_a_worker_renewing_its_leases_stays_one_worker(settings) -> None:
     settings.HOMING_ENDPOINT_CONCURRENCY = 50
-    alone = Worker(capacity=400)
+    clock = Clock()
+    alone = Worker(capacity=400, clock=clock)
     try:
-        alone._share_endpoints()
         name = alone.name
         for _ in range(3):
-            alone._leases_renewed = float("-inf")  # a renewal is due
-            alone._renew_leases()
-            alone._workers_said = float("-inf")
-            alone._share_endpoints()
+            clock.now += current_policy().lease_seconds  # a renewal and a word are due
+            alone.claims.housekeeping()
         assert alone.name == name
-        assert alone.slots.per_endpoint == 50  # still counted once
+        assert alone.ledger.endpoint_cap == 50  # still counted once
     finally:
         alone.close()
