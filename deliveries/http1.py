@@ -12,6 +12,9 @@ the answer.
 What a receiver cannot do to a connection:
 - make it buffer more than HEAD_LIMIT bytes of status line and headers, or more than
   RESPONSE_BODY_LIMIT of body (the connection is dropped once the limit is read);
+- make it parse more than ANSWER_LIMIT bytes of one answer, whatever the phase (chunk
+  framing and trailers included): bytes are counted before the parser sees them, and
+  past the limit the connection is dropped and the answer judged on its status;
 - leave half an answer behind for the next request: a connection goes back to the pool
   only after a complete answer that allows keep-alive, and bytes that arrive while it
   sits idle close it;
@@ -35,6 +38,10 @@ RESPONSE_BODY_LIMIT = 4096  # bytes kept per answer; the contract shows the firs
 # Status line and headers: more than any receiver needs, little enough to hold per
 # connection (aiohttp's defaults allow 8190 per line and per field).
 HEAD_LIMIT = 65536
+# Everything one answer may make the parser read: head, body up to the part kept, chunk
+# framing and trailers. httptools builds a header or trailer value with `bytes +=`: an
+# endless trailer cost seconds of the loop's CPU that every attempt shares (48 MB: +80 MB).
+ANSWER_LIMIT = HEAD_LIMIT + RESPONSE_BODY_LIMIT
 KEEPALIVE_SECONDS = 15.0  # idle keep-alive connections are closed after this
 
 
@@ -73,7 +80,7 @@ class Connection(asyncio.Protocol):
         self._answer = Answer()
         self._head: asyncio.Future[Answer] | None = None  # set once the headers are in
         self._done: asyncio.Future[Answer] | None = None  # set once reading stops
-        self._head_size = 0
+        self._fed = 0  # bytes of the current answer given to the parser
         self._informational = False
         self._keep_alive = False
         self.closed = False
@@ -88,7 +95,7 @@ class Connection(asyncio.Protocol):
         self._answer = Answer()
         self._head = self._loop.create_future()
         self._done = self._loop.create_future()
-        self._head_size = 0
+        self._fed = 0
         self._transport.write(request)
         return self._head
 
@@ -121,13 +128,18 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        unheard = self._head_size == 0
+        unheard = self._fed == 0
         self._fail((ClosedUnheard if unheard else ReceiverClosed)(_closed_text(exc)))
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():
             self.abort()  # bytes nobody asked for: the next answer would be poisoned
             return
+        room = ANSWER_LIMIT - self._fed
+        cut = len(data) > room
+        if cut:
+            data = data[:room]
+        self._fed += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # a 101: the status stands, nothing follows
@@ -139,10 +151,12 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         if self._head is not None and not self._head.done():
-            self._head_size += len(data)
-            if self._head_size > HEAD_LIMIT:
+            if self._fed > HEAD_LIMIT:
                 self._fail(MalformedAnswer(f"the answer's headers exceed {HEAD_LIMIT} bytes"))
                 self.abort()
+        elif cut:  # past the bound after the head: its status stands, the rest is unread
+            self._fail(MalformedAnswer(f"the answer exceeds {ANSWER_LIMIT} bytes"))
+            self.abort()
 
     # --- httptools callbacks ------------------------------------------------------------
 

@@ -13,7 +13,8 @@ What bounds an attempt:
   second lookup that DNS rebinding could answer differently); IP literals are checked
   when the URL is;
 - at most RESPONSE_BODY_LIMIT bytes of the body and HEAD_LIMIT of status line and
-  headers are read; nothing is decompressed; redirects are not followed;
+  headers are read, and ANSWER_LIMIT of a whole answer (chunk framing and trailers
+  included); nothing is decompressed; redirects are not followed;
 - idle keep-alive connections are closed after KEEPALIVE_SECONDS. How many attempts run
   at once is the caller's to bound (the worker's ledger).
 """

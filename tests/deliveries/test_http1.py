@@ -3,6 +3,7 @@ answer, and when a connection may carry the next request and when it must not.""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import socket
@@ -42,6 +43,56 @@ def test_headers_over_the_limit_fail_the_attempt_without_reading_on(serve, sende
     result = post(sender, serve(say(flood)).url())
     assert (result.status_code, result.error_kind) == (None, ErrorKind.CONNECTION)
     assert result.error == f"connection error: the answer's headers exceed {http1.HEAD_LIMIT} bytes"
+
+
+ENDLESS = 48 * 1024 * 1024  # what a hostile receiver tries to make the sender read
+CHUNKED_200 = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
+# After a 200 and its body: one endless trailer field, chunk extension or chunk-size line.
+ENDLESS_FRAMING = {
+    "trailer": (CHUNKED_200 + b"0\r\nX-Trailer: ", b"a"),
+    "chunk extension": (CHUNKED_200 + b"1;ext=", b"a"),
+    "chunk-size line": (CHUNKED_200 + b"0", b"0"),  # leading zeros never overflow
+}
+
+
+def endless(opening: bytes, filler: bytes, finished: threading.Event):
+    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+        sock.sendall(opening)
+        block = filler * 65536
+        for _ in range(ENDLESS // len(block)):
+            sock.sendall(block)  # raises once the sender has dropped the connection
+            receiver.bytes_written += len(block)
+        finished.set()
+        return False
+
+    return behaviour
+
+
+@pytest.mark.parametrize("shape", ENDLESS_FRAMING)
+def test_endless_chunk_framing_is_cut_near_the_bound(serve, sender, shape: str) -> None:
+    finished = threading.Event()
+    receiver = serve(endless(*ENDLESS_FRAMING[shape], finished))
+    result = post(sender, receiver.url(), timeout=30)
+    # Judged on its status (CONTRACT section 3); the body before the framing is kept.
+    assert (result.status_code, result.error, result.response_body) == (200, None, b"ok")
+    assert receiver.handlers_done.wait(10)
+    assert not finished.is_set(), "the sender read the whole endless answer"
+    # Dropped near the bound: what was written past it sat in the kernels' buffers.
+    assert receiver.bytes_written < ENDLESS // 3
+
+
+def test_an_endless_trailer_does_not_hold_other_exchanges(serve, sender) -> None:
+    finished = threading.Event()
+    hostile = serve(endless(*ENDLESS_FRAMING["trailer"], finished))
+    healthy = serve()
+    under_way = asyncio.run_coroutine_threadsafe(
+        sender.post(url=hostile.url(), body=b"{}", headers={}, timeout=30), sender.loop
+    )
+    assert settles(lambda: len(hostile.requests) == 1)
+    assert post(sender, healthy.url()).status_code == 200
+    assert under_way.result(timeout=30).status_code == 200
+    assert hostile.handlers_done.wait(10)
+    assert not finished.is_set(), "the sender read the whole endless answer"
 
 
 def test_a_malformed_status_line_is_a_connection_error(serve, sender) -> None:
