@@ -20,14 +20,17 @@ What a receiver cannot do to a connection:
   sits idle close it;
 - hold it past the caller's deadline: callers bound every await (`asyncio.timeout`) and
   a connection whose exchange did not finish is aborted, never reused.
-A connection closed before a single byte of its answer raises ClosedUnheard: on one
-that sat idle, the receiver's keep-alive timeout crossed the request, and the sender
-says it again on a new connection.
+A request is said again on a new connection only when it provably never went out: the
+pooled connection was closed, or its receiver's close (or stray bytes) already waited
+to be read when the request was about to be written (NotSent). Once written, a request
+the receiver closes without answering is a failed attempt: it may have been read and
+acted on, and saying it again within the attempt would deliver it twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from collections.abc import Iterable
 from typing import cast
@@ -49,9 +52,8 @@ class ReceiverClosed(ConnectionError):
     """The receiver closed the connection before its status line and headers were in."""
 
 
-class ClosedUnheard(ReceiverClosed):
-    """Closed before a single byte of an answer arrived: on a connection that sat idle,
-    the receiver most likely closed it as the request went out, without reading it."""
+class NotSent(ReceiverClosed):
+    """The connection was closed, or closing, before a byte of the request was written."""
 
 
 class MalformedAnswer(ConnectionError):
@@ -90,8 +92,8 @@ class Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future[Answer]:
         """Write one request; the future is the answer's head (status and headers)."""
-        if self._transport is None or self.closed:
-            raise ReceiverClosed("the connection closed before the request")
+        if not self.open:
+            raise NotSent("the connection closed before the request")
         self._answer = Answer()
         self._head = self._loop.create_future()
         self._done = self._loop.create_future()
@@ -116,6 +118,14 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         return not self.closed and transport is not None and not transport.is_closing()
 
+    def quiet(self) -> bool:
+        """Nothing waits to be read on an idle connection: no close or stray bytes that
+        arrived before the loop got to them (a request written now would cross them)."""
+        assert self._transport is not None, "connected first"
+        poller = select.poll()  # not select(): descriptors above 1024
+        poller.register(self._transport.get_extra_info("socket").fileno(), select.POLLIN)
+        return not poller.poll(0)
+
     def abort(self) -> None:
         self.closed = True
         if self._transport is not None:
@@ -128,8 +138,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        unheard = self._fed == 0
-        self._fail((ClosedUnheard if unheard else ReceiverClosed)(_closed_text(exc)))
+        self._fail(ReceiverClosed(_closed_text(exc)))
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():
@@ -221,7 +230,8 @@ class Pool:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if connection.open and now - connection.idle_since < KEEPALIVE_SECONDS:
+            fresh = now - connection.idle_since < KEEPALIVE_SECONDS
+            if connection.open and fresh and connection.quiet():
                 return connection
             connection.abort()
         return None

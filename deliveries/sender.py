@@ -202,11 +202,10 @@ class Sender:
         if idle is not None:
             try:
                 return await self._round_trip(idle, target, request, deadline)
-            except http1.ClosedUnheard:
-                # Closed by the receiver as it went out, before any answer: a keep-alive
-                # timeout crossing our request (it read nothing). Said again at once on a
-                # new connection; the retry schedule would resend it anyway, later and
-                # as a failed attempt.
+            except http1.NotSent:
+                # Closed before the request went out (a receiver's keep-alive timeout):
+                # nobody read it, so it is said on a new connection. A request written and
+                # then closed unanswered is not: the receiver may have acted on it.
                 pass
         return await self._round_trip(None, target, request, deadline)
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from deliveries import http1
-from deliveries.retry import ErrorKind
+from deliveries.retry import ErrorKind, Outcome, classify
 from deliveries.sender import Sender
 from tests.scripted_receivers import Receiver, Request, answer, response
 
@@ -165,14 +165,55 @@ def second_request_on_a_connection(then: bytes | None):
     return behaviour
 
 
-def test_a_reused_connection_closed_unheard_is_said_again_on_a_new_one(serve, sender) -> None:
+def test_a_request_read_and_closed_unanswered_is_a_failed_attempt_said_once(serve, sender) -> None:
     receiver = serve(second_request_on_a_connection(then=None))
     assert post(sender, receiver.url()).status_code == 200
     result = post(sender, receiver.url())
+    assert (result.status_code, result.error_kind) == (None, ErrorKind.CONNECTION)
+    verdict = classify(status_code=None, error_kind=result.error_kind, error=result.error or "")
+    assert verdict.outcome is Outcome.RETRYABLE
+    # It read the request before closing: a second copy would deliver it twice.
+    assert [r.connection for r in receiver.requests] == [1, 1]
+    assert receiver.connections == 1
+
+
+def closes_when(told: threading.Event):
+    """Answers 200 with keep-alive, then closes the connection when `told`: a receiver's
+    keep-alive timeout striking while the connection sits idle in the sender's pool."""
+
+    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+        sock.sendall(response(200, b"ok"))
+        told.wait(5)
+        return False
+
+    return behaviour
+
+
+def test_a_connection_closed_while_idle_is_not_used(serve, sender) -> None:
+    told = threading.Event()
+    receiver = serve(closes_when(told))
+    assert post(sender, receiver.url()).status_code == 200
+    told.set()
+    assert receiver.handlers_done.wait(5)
+    assert post(sender, receiver.url()).status_code == 200
+    assert [r.connection for r in receiver.requests] == [1, 2]
+
+
+def test_a_close_the_loop_has_not_read_yet_is_seen_before_writing(serve, sender) -> None:
+    told = threading.Event()
+    receiver = serve(closes_when(told))
+    assert post(sender, receiver.url()).status_code == 200
+
+    async def post_once_closed():
+        # Holds the loop while the receiver closes: its close waits unread on the pooled
+        # connection when the next request is about to be written.
+        told.set()
+        assert receiver.handlers_done.wait(5)
+        return await sender.post(url=receiver.url(), body=b"{}", headers={}, timeout=5)
+
+    result = asyncio.run_coroutine_threadsafe(post_once_closed(), sender.loop).result(10)
     assert (result.status_code, result.error) == (200, None)
-    assert receiver.connections == 2
-    # The receiver read it on the closing connection too: what a retry would resend.
-    assert [r.connection for r in receiver.requests] == [1, 1, 2]
+    assert [r.connection for r in receiver.requests] == [1, 2]
 
 
 def test_a_reused_connection_closed_mid_answer_is_not_said_again(serve, sender) -> None:
