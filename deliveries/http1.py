@@ -92,13 +92,14 @@ class Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future[Answer]:
         """Write one request; the future is the answer's head (status and headers)."""
-        if not self.open:
+        transport = self._transport
+        if transport is None or not self.open:
             raise NotSent("the connection closed before the request")
         self._answer = Answer()
         self._head = self._loop.create_future()
         self._done = self._loop.create_future()
         self._fed = 0
-        self._transport.write(request)
+        transport.write(request)
         return self._head
 
     def body(self) -> asyncio.Future[Answer]:
