@@ -310,7 +310,7 @@ def _checked_target(url: str, *, public_only: bool) -> Target:
     try:
         parts = urlsplit(url)
         port = parts.port  # an out-of-range port raises here
-        host = (parts.hostname or "").encode("idna").decode("ascii")
+        host = network.a_label(parts.hostname or "")
     except (ValueError, UnicodeError) as exc:
         raise _InvalidURL(str(exc) or "not a URL") from exc
     scheme = parts.scheme.lower()
