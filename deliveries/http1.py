@@ -165,7 +165,7 @@ class Connection(asyncio.Protocol):
                 self._fail(MalformedAnswer(f"the answer's headers exceed {HEAD_LIMIT} bytes"))
                 self.abort()
         elif cut:  # past the bound after the head: its status stands, the rest is unread
-            self._fail(MalformedAnswer(f"the answer exceeds {ANSWER_LIMIT} bytes"))
+            self._stop_reading()
             self.abort()
 
     # --- httptools callbacks ------------------------------------------------------------
