@@ -1,4 +1,5 @@
-"""Which addresses Homing may send webhooks to (the SSRF guard), stdlib only.
+"""Which addresses Homing may send webhooks to (the SSRF guard), and the host name it
+looks up for a URL.
 
 Used twice: by the API when an endpoint URL is saved, and by the sender on every new
 connection — the second check is the one that matters, because a DNS record can change
@@ -10,6 +11,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
+
+import idna
 
 # Well-known NAT64 prefix: 64:ff9b::a.b.c.d is translated to the IPv4 address a.b.c.d.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -39,6 +42,23 @@ def is_public_address(ip: str) -> bool:
         or address.is_multicast
         or address.is_reserved
         or address.is_unspecified
+    )
+
+
+def a_label(host: str) -> str:
+    """The ASCII name of `host`: an internationalised name converted by UTS #46 / IDNA
+    2008 (CONTRACT section 2), so `straße.de` is `xn--strae-oqa.de`. Python's own "idna"
+    codec is IDNA 2003, which maps it to `strasse.de`: someone else's host.
+
+    ASCII labels are kept as they are (`_dmarc`-style underscores included). Raises
+    UnicodeError (idna.IDNAError) for a name IDNA 2008 refuses (`☃.de`).
+    """
+    if host.isascii():
+        return host
+    mapped = idna.uts46_remap(host, std3_rules=False, transitional=False)
+    return ".".join(
+        label if label.isascii() else idna.alabel(label).decode("ascii")
+        for label in mapped.split(".")
     )
 
 

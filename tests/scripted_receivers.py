@@ -70,11 +70,13 @@ class Receiver:
                 if self.on_connect:
                     self.on_connect(sock)
                     return
-                reader = sock.makefile("rb")
-                while (request := read_request(reader, number)) is not None:
-                    self.requests.append(request)
-                    if not self.behaviour(sock, request, self):
-                        return
+                # Closed here, not when the frame goes: the socket's descriptor stays
+                # open while its file object does, and `handlers_done` promises a close.
+                with sock.makefile("rb") as reader:
+                    while (request := read_request(reader, number)) is not None:
+                        self.requests.append(request)
+                        if not self.behaviour(sock, request, self):
+                            return
         except OSError:
             pass  # the client went away: that is what several tests expect
         finally:

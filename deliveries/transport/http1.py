@@ -12,19 +12,25 @@ the answer.
 What a receiver cannot do to a connection:
 - make it buffer more than HEAD_LIMIT bytes of status line and headers, or more than
   RESPONSE_BODY_LIMIT of body (the connection is dropped once the limit is read);
+- make it parse more than ANSWER_LIMIT bytes of one answer, whatever the phase (chunk
+  framing and trailers included): bytes are counted before the parser sees them, and
+  past the limit the connection is dropped and the answer judged on its status;
 - leave half an answer behind for the next request: a connection goes back to the pool
   only after a complete answer that allows keep-alive, and bytes that arrive while it
   sits idle close it;
 - hold it past the caller's deadline: callers bound every await (`asyncio.timeout`) and
   a connection whose exchange did not finish is aborted, never reused.
-A connection closed before a single byte of its answer raises ClosedUnheard: on one
-that sat idle, the receiver's keep-alive timeout crossed the request, and the sender
-says it again on a new connection.
+A request is said again on a new connection only when it provably never went out: the
+pooled connection was closed, or its receiver's close (or stray bytes) already waited
+to be read when the request was about to be written (NotSent). Once written, a request
+the receiver closes without answering is a failed attempt: it may have been read and
+acted on, and saying it again within the attempt would deliver it twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from collections.abc import Iterable
 from typing import cast
@@ -35,6 +41,10 @@ RESPONSE_BODY_LIMIT = 4096  # bytes kept per answer; the contract shows the firs
 # Status line and headers: more than any receiver needs, little enough to hold per
 # connection (aiohttp's defaults allow 8190 per line and per field).
 HEAD_LIMIT = 65536
+# Everything one answer may make the parser read: head, body up to the part kept, chunk
+# framing and trailers. httptools builds a header or trailer value with `bytes +=`: an
+# endless trailer cost seconds of the loop's CPU that every attempt shares (48 MB: +80 MB).
+ANSWER_LIMIT = HEAD_LIMIT + RESPONSE_BODY_LIMIT
 KEEPALIVE_SECONDS = 15.0  # idle keep-alive connections are closed after this
 
 
@@ -42,9 +52,8 @@ class ReceiverClosed(ConnectionError):
     """The receiver closed the connection before its status line and headers were in."""
 
 
-class ClosedUnheard(ReceiverClosed):
-    """Closed before a single byte of an answer arrived: on a connection that sat idle,
-    the receiver most likely closed it as the request went out, without reading it."""
+class NotSent(ReceiverClosed):
+    """The connection was closed, or closing, before a byte of the request was written."""
 
 
 class MalformedAnswer(ConnectionError):
@@ -73,7 +82,7 @@ class Connection(asyncio.Protocol):
         self._answer = Answer()
         self._head: asyncio.Future[Answer] | None = None  # set once the headers are in
         self._done: asyncio.Future[Answer] | None = None  # set once reading stops
-        self._head_size = 0
+        self._fed = 0  # bytes of the current answer given to the parser
         self._informational = False
         self._keep_alive = False
         self.closed = False
@@ -83,13 +92,14 @@ class Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> asyncio.Future[Answer]:
         """Write one request; the future is the answer's head (status and headers)."""
-        if self._transport is None or self.closed:
-            raise ReceiverClosed("the connection closed before the request")
+        transport = self._transport
+        if transport is None or not self.open:
+            raise NotSent("the connection closed before the request")
         self._answer = Answer()
         self._head = self._loop.create_future()
         self._done = self._loop.create_future()
-        self._head_size = 0
-        self._transport.write(request)
+        self._fed = 0
+        transport.write(request)
         return self._head
 
     def body(self) -> asyncio.Future[Answer]:
@@ -109,6 +119,14 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         return not self.closed and transport is not None and not transport.is_closing()
 
+    def quiet(self) -> bool:
+        """Nothing waits to be read on an idle connection: no close or stray bytes that
+        arrived before the loop got to them (a request written now would cross them)."""
+        assert self._transport is not None, "connected first"
+        poller = select.poll()  # not select(): descriptors above 1024
+        poller.register(self._transport.get_extra_info("socket").fileno(), select.POLLIN)
+        return not poller.poll(0)
+
     def abort(self) -> None:
         self.closed = True
         if self._transport is not None:
@@ -121,13 +139,17 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        unheard = self._head_size == 0
-        self._fail((ClosedUnheard if unheard else ReceiverClosed)(_closed_text(exc)))
+        self._fail(ReceiverClosed(_closed_text(exc)))
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():
             self.abort()  # bytes nobody asked for: the next answer would be poisoned
             return
+        room = ANSWER_LIMIT - self._fed
+        cut = len(data) > room
+        if cut:
+            data = data[:room]
+        self._fed += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # a 101: the status stands, nothing follows
@@ -139,10 +161,12 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         if self._head is not None and not self._head.done():
-            self._head_size += len(data)
-            if self._head_size > HEAD_LIMIT:
+            if self._fed > HEAD_LIMIT:
                 self._fail(MalformedAnswer(f"the answer's headers exceed {HEAD_LIMIT} bytes"))
                 self.abort()
+        elif cut:  # past the bound after the head: its status stands, the rest is unread
+            self._stop_reading()
+            self.abort()
 
     # --- httptools callbacks ------------------------------------------------------------
 
@@ -207,7 +231,8 @@ class Pool:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if connection.open and now - connection.idle_since < KEEPALIVE_SECONDS:
+            fresh = now - connection.idle_since < KEEPALIVE_SECONDS
+            if connection.open and fresh and connection.quiet():
                 return connection
             connection.abort()
         return None

@@ -13,7 +13,8 @@ What bounds an attempt:
   second lookup that DNS rebinding could answer differently); IP literals are checked
   when the URL is;
 - at most RESPONSE_BODY_LIMIT bytes of the body and HEAD_LIMIT of status line and
-  headers are read; nothing is decompressed; redirects are not followed;
+  headers are read, and ANSWER_LIMIT of a whole answer (chunk framing and trailers
+  included); nothing is decompressed; redirects are not followed;
 - idle keep-alive connections are closed after KEEPALIVE_SECONDS. How many attempts run
   at once is the caller's to bound (the worker's ledger).
 """
@@ -32,7 +33,6 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeGuard
 from urllib.parse import quote, urlsplit
@@ -41,7 +41,7 @@ import uvloop
 
 from core import network
 from deliveries.results import ErrorKind, SendResult
-from deliveries.transport import http1
+from deliveries.transport import dns, http1
 from deliveries.transport.http1 import HEAD_LIMIT, KEEPALIVE_SECONDS, RESPONSE_BODY_LIMIT
 
 logger = logging.getLogger(__name__)
@@ -52,46 +52,10 @@ __all__ = ["HEAD_LIMIT", "KEEPALIVE_SECONDS", "RESPONSE_BODY_LIMIT", "SendResult
 OWN_HEADERS = frozenset(
     {"content-type", "user-agent", "content-length", "host", "transfer-encoding", "connection"}
 )
-# Threads for DNS lookups per process: distinct hosts looked up at once. asyncio's default
-# pool has min(32, cores + 4): six hosts with hanging DNS stalled every new connection.
-DNS_THREADS = 64
 
 
 class AddressBlocked(Exception):
     """The SSRF guard refused the host; its message is the stored error."""
-
-
-class _Lookups:
-    """DNS lookups off the event loop. A lookup blocks a thread for as long as the host's
-    DNS takes (the attempt's deadline ends the wait, not the lookup), so a receiver with
-    slow DNS must not take the threads every other endpoint needs: lookups run in a pool
-    of their own (DNS_THREADS), and concurrent lookups of one host share one thread."""
-
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(DNS_THREADS, thread_name_prefix="homing-dns")
-        self._pending: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
-
-    async def addresses(self, host: str, port: int) -> list[str]:
-        key = (host, port)
-        future = self._pending.get(key)
-        if future is None:
-            loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(self._pool, network.resolve_addresses, host, port)
-            self._pending[key] = future
-            future.add_done_callback(lambda done: self._forget(key, done))
-        try:
-            # Shielded: one waiter reaching its deadline must not cancel the others' lookup.
-            return await asyncio.shield(future)
-        except (OSError, UnicodeError) as exc:
-            raise OSError(f"cannot resolve {host}: {exc}") from exc
-
-    def _forget(self, key: tuple[str, int], done: asyncio.Future[list[str]]) -> None:
-        self._pending.pop(key, None)
-        if not done.cancelled():
-            done.exception()  # retrieved: waiters that timed out may be gone
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +81,13 @@ class Sender:
     other thread (tests, benchmarks), waiting for the answer.
     """
 
-    def __init__(self, *, version: str, allow_private_networks: bool) -> None:
+    def __init__(
+        self,
+        *,
+        version: str,
+        allow_private_networks: bool,
+        resolve: dns.Resolve = dns.system_resolve,
+    ) -> None:
         self.user_agent = f"Homing/{version}"
         self.public_only = not allow_private_networks
         # uvloop: the loop's own work per request (scheduling, transports) in C, not
@@ -126,7 +96,7 @@ class Sender:
         self.loop = uvloop.new_event_loop()
         self._thread: threading.Thread | None = None
         self._pool = http1.Pool(self.loop)
-        self._lookups = _Lookups()
+        self._lookups = dns.Lookups(resolve=resolve)
         self._tls: ssl.SSLContext | None = None  # made at the first https URL
         self._open: set[http1.Connection] = set()  # connections in use, aborted on close
 
@@ -148,20 +118,34 @@ class Sender:
         self.loop.run_forever()
 
     def send(
-        self, *, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        *,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        tenant: str | None = None,
     ) -> SendResult:
         future = asyncio.run_coroutine_threadsafe(
-            self.post(url=url, body=body, headers=headers, timeout=timeout), self.loop
+            self.post(url=url, body=body, headers=headers, timeout=timeout, tenant=tenant),
+            self.loop,
         )
         return future.result()
 
     async def post(
-        self, *, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        *,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        tenant: str | None = None,
     ) -> SendResult:
-        """The attempt's result; never raises (but lets cancellation through)."""
+        """The attempt's result; never raises (but lets cancellation through). `tenant`
+        bounds the DNS threads its attempts hold (dns.py)."""
         started = time.monotonic()
         try:
-            status, content, retry_after = await self._exchange(url, body, headers, timeout)
+            status, content, retry_after = await self._exchange(url, body, headers, timeout, tenant)
         except Exception as exc:  # the contract: post() never raises for an answer
             kind, error = describe_error(exc)
             return SendResult.failed(kind, error, int((time.monotonic() - started) * 1000))
@@ -169,7 +153,12 @@ class Sender:
         return SendResult(status, None, content, retry_after, duration_ms)
 
     async def _exchange(
-        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        tenant: str | None = None,
     ) -> tuple[int, bytes, str | None]:
         target = _checked_target(url, public_only=self.public_only)
         request = http1.request_bytes(
@@ -182,14 +171,13 @@ class Sender:
         idle = self._pool.take(target.key)
         if idle is not None:
             try:
-                return await self._round_trip(idle, target, request, deadline)
-            except http1.ClosedUnheard:
-                # Closed by the receiver as it went out, before any answer: a keep-alive
-                # timeout crossing our request (it read nothing). Said again at once on a
-                # new connection; the retry schedule would resend it anyway, later and
-                # as a failed attempt.
+                return await self._round_trip(idle, target, request, deadline, tenant)
+            except http1.NotSent:
+                # Closed before the request went out (a receiver's keep-alive timeout):
+                # nobody read it, so it is said on a new connection. A request written and
+                # then closed unanswered is not: the receiver may have acted on it.
                 pass
-        return await self._round_trip(None, target, request, deadline)
+        return await self._round_trip(None, target, request, deadline, tenant)
 
     async def _round_trip(
         self,
@@ -197,13 +185,14 @@ class Sender:
         target: Target,
         request: bytes,
         deadline: float,
+        tenant: str | None,
     ) -> tuple[int, bytes, str | None]:
         """One request on `connection` (a new one if None): the answer's status, body and
         Retry-After; the connection goes back to the pool if it can carry another."""
         try:
             async with asyncio.timeout_at(deadline):
                 if connection is None:
-                    connection = await self._connect(target)
+                    connection = await self._connect(target, tenant)
                 self._open.add(connection)
                 answer = await connection.send(request)
             try:
@@ -221,12 +210,12 @@ class Sender:
         self._pool.put(target.key, connection)  # or closed, if it cannot carry another
         return answer.status, bytes(answer.body), answer.retry_after
 
-    async def _connect(self, target: Target) -> http1.Connection:
+    async def _connect(self, target: Target, tenant: str | None) -> http1.Connection:
         """A new connection to one of the target's addresses, tried in resolver order."""
         if target.is_ip_literal:
             addresses = [target.host]
         else:
-            addresses = await self._lookups.addresses(target.host, target.port)
+            addresses = await self._lookups.addresses(target.host, target.port, tenant=tenant)
             if self.public_only and (reason := network.blocked_reason(target.host, addresses)):
                 raise AddressBlocked(reason)
         tls = self._tls_context() if target.scheme == "https" else None
@@ -303,7 +292,7 @@ def _checked_target(url: str, *, public_only: bool) -> Target:
     try:
         parts = urlsplit(url)
         port = parts.port  # an out-of-range port raises here
-        host = (parts.hostname or "").encode("idna").decode("ascii")
+        host = network.a_label(parts.hostname or "")
     except (ValueError, UnicodeError) as exc:
         raise _InvalidURL(str(exc) or "not a URL") from exc
     scheme = parts.scheme.lower()

@@ -133,7 +133,11 @@ class Attempts:
             )
             return SendResult.failed(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}")
         result = await self.sender.post(
-            url=endpoint.url, body=body, headers=headers, timeout=policy.timeout
+            url=endpoint.url,
+            body=body,
+            headers=headers,
+            timeout=policy.timeout,
+            tenant=delivery.tenant_id,
         )
         if result.error_kind is ErrorKind.INTERNAL:
             logger.critical(

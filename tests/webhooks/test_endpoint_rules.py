@@ -99,3 +99,29 @@ def test_a_stalled_resolver_does_not_hold_the_save(alice, settings, monkeypatch)
     assert time.monotonic() - started < 4
     # Accepted: the sender checks the addresses again on every connection.
     assert response.status_code == 201
+
+
+def test_an_internationalised_host_is_kept_as_its_idna_2008_a_label(alice, settings, monkeypatch):
+    settings.HOMING_ALLOW_PRIVATE_NETWORKS = False
+    asked: list[str] = []
+
+    def resolve(host, port=None):
+        asked.append(host)
+        return ["93.184.216.34"]
+
+    monkeypatch.setattr(network, "resolve_addresses", resolve)
+    response = alice.client.post(
+        "/api/v1/endpoints", {"url": "https://Straße.de:8443/zoë?q=ß"}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    # IDNA 2003 (Python's codec) would have made it strasse.de: someone else's host.
+    shown = "https://xn--strae-oqa.de:8443/zoë?q=ß"
+    assert response.json()["url"] == shown
+    assert alice.client.get(f"/api/v1/endpoints/{response.json()['id']}").json()["url"] == shown
+    assert asked == ["xn--strae-oqa.de"]  # the SSRF check looked up the name the sender will
+
+
+def test_a_host_idna_2008_refuses_is_a_400_naming_the_url(alice):
+    response = alice.client.post("/api/v1/endpoints", {"url": "https://☃.de/x"}, format="json")
+    assert response.status_code == 400
+    assert "IDNA 2008" in response.json()["errors"]["url"][0]

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from core.exceptions import InvalidInput
-from core.network import resolve_blocked_reason
+from core.network import a_label, resolve_blocked_reason
 from webhooks.scope import Scope
 
 MAX_URL_LENGTH = 2048
@@ -68,8 +68,16 @@ def endpoint_url_check(*, url: Any) -> str:
         raise InvalidInput("url", "The port must be a number from 1 to 65535.") from None
     if port == 0:
         raise InvalidInput("url", "The port must be a number from 1 to 65535.")
+    try:
+        host = a_label(parts.hostname)
+    except UnicodeError:
+        raise InvalidInput(
+            "url", "The host is not a valid internationalised name (UTS #46 / IDNA 2008)."
+        ) from None
+    if host != parts.hostname:  # stored and shown as the A-label the sender uses
+        url = _with_host(url, netloc=parts.netloc, host=host)
     if not settings.HOMING_ALLOW_PRIVATE_NETWORKS:
-        reason = _blocked_reason_within_timeout(parts.hostname, port)
+        reason = _blocked_reason_within_timeout(host, port)
         if reason:
             raise InvalidInput(
                 "url",
@@ -77,6 +85,14 @@ def endpoint_url_check(*, url: Any) -> str:
                 "(set HOMING_ALLOW_PRIVATE_NETWORKS=true to allow them).",
             )
     return url
+
+
+def _with_host(url: str, *, netloc: str, host: str) -> str:
+    """`url` with its host replaced; the rest (port, path, query) kept byte for byte.
+    Only for a non-ASCII host, which has no brackets and no user info (refused above)."""
+    start = url.index("//") + 2
+    port = netloc[len(netloc.rpartition(":")[0]) :] if ":" in netloc else ""
+    return url[:start] + host + port + url[start + len(netloc) :]
 
 
 def _blocked_reason_within_timeout(host: str, port: int | None) -> str | None:

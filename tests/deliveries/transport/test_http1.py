@@ -3,6 +3,7 @@ answer, and when a connection may carry the next request and when it must not.""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import socket
@@ -16,6 +17,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from deliveries.lifecycle.retry import Outcome, classify
 from deliveries.results import ErrorKind
 from deliveries.transport import http1
 from deliveries.transport.sender import Sender
@@ -42,6 +44,56 @@ def test_headers_over_the_limit_fail_the_attempt_without_reading_on(serve, sende
     result = post(sender, serve(say(flood)).url())
     assert (result.status_code, result.error_kind) == (None, ErrorKind.CONNECTION)
     assert result.error == f"connection error: the answer's headers exceed {http1.HEAD_LIMIT} bytes"
+
+
+ENDLESS = 48 * 1024 * 1024  # what a hostile receiver tries to make the sender read
+CHUNKED_200 = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
+# After a 200 and its body: one endless trailer field, chunk extension or chunk-size line.
+ENDLESS_FRAMING = {
+    "trailer": (CHUNKED_200 + b"0\r\nX-Trailer: ", b"a"),
+    "chunk extension": (CHUNKED_200 + b"1;ext=", b"a"),
+    "chunk-size line": (CHUNKED_200 + b"0", b"0"),  # leading zeros never overflow
+}
+
+
+def endless(opening: bytes, filler: bytes, finished: threading.Event):
+    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+        sock.sendall(opening)
+        block = filler * 65536
+        for _ in range(ENDLESS // len(block)):
+            sock.sendall(block)  # raises once the sender has dropped the connection
+            receiver.bytes_written += len(block)
+        finished.set()
+        return False
+
+    return behaviour
+
+
+@pytest.mark.parametrize("shape", ENDLESS_FRAMING)
+def test_endless_chunk_framing_is_cut_near_the_bound(serve, sender, shape: str) -> None:
+    finished = threading.Event()
+    receiver = serve(endless(*ENDLESS_FRAMING[shape], finished))
+    result = post(sender, receiver.url(), timeout=30)
+    # Judged on its status (CONTRACT section 3); the body before the framing is kept.
+    assert (result.status_code, result.error, result.response_body) == (200, None, b"ok")
+    assert receiver.handlers_done.wait(10)
+    assert not finished.is_set(), "the sender read the whole endless answer"
+    # Dropped near the bound: what was written past it sat in the kernels' buffers.
+    assert receiver.bytes_written < ENDLESS // 3
+
+
+def test_an_endless_trailer_does_not_hold_other_exchanges(serve, sender) -> None:
+    finished = threading.Event()
+    hostile = serve(endless(*ENDLESS_FRAMING["trailer"], finished))
+    healthy = serve()
+    under_way = asyncio.run_coroutine_threadsafe(
+        sender.post(url=hostile.url(), body=b"{}", headers={}, timeout=30), sender.loop
+    )
+    assert settles(lambda: len(hostile.requests) == 1)
+    assert post(sender, healthy.url()).status_code == 200
+    assert under_way.result(timeout=30).status_code == 200
+    assert hostile.handlers_done.wait(10)
+    assert not finished.is_set(), "the sender read the whole endless answer"
 
 
 def test_a_malformed_status_line_is_a_connection_error(serve, sender) -> None:
@@ -114,14 +166,55 @@ def second_request_on_a_connection(then: bytes | None):
     return behaviour
 
 
-def test_a_reused_connection_closed_unheard_is_said_again_on_a_new_one(serve, sender) -> None:
+def test_a_request_read_and_closed_unanswered_is_a_failed_attempt_said_once(serve, sender) -> None:
     receiver = serve(second_request_on_a_connection(then=None))
     assert post(sender, receiver.url()).status_code == 200
     result = post(sender, receiver.url())
+    assert (result.status_code, result.error_kind) == (None, ErrorKind.CONNECTION)
+    verdict = classify(status_code=None, error_kind=result.error_kind, error=result.error or "")
+    assert verdict.outcome is Outcome.RETRYABLE
+    # It read the request before closing: a second copy would deliver it twice.
+    assert [r.connection for r in receiver.requests] == [1, 1]
+    assert receiver.connections == 1
+
+
+def closes_when(told: threading.Event):
+    """Answers 200 with keep-alive, then closes the connection when `told`: a receiver's
+    keep-alive timeout striking while the connection sits idle in the sender's pool."""
+
+    def behaviour(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+        sock.sendall(response(200, b"ok"))
+        told.wait(5)
+        return False
+
+    return behaviour
+
+
+def test_a_connection_closed_while_idle_is_not_used(serve, sender) -> None:
+    told = threading.Event()
+    receiver = serve(closes_when(told))
+    assert post(sender, receiver.url()).status_code == 200
+    told.set()
+    assert receiver.handlers_done.wait(5)
+    assert post(sender, receiver.url()).status_code == 200
+    assert [r.connection for r in receiver.requests] == [1, 2]
+
+
+def test_a_close_the_loop_has_not_read_yet_is_seen_before_writing(serve, sender) -> None:
+    told = threading.Event()
+    receiver = serve(closes_when(told))
+    assert post(sender, receiver.url()).status_code == 200
+
+    async def post_once_closed():
+        # Holds the loop while the receiver closes: its close waits unread on the pooled
+        # connection when the next request is about to be written.
+        told.set()
+        assert receiver.handlers_done.wait(5)
+        return await sender.post(url=receiver.url(), body=b"{}", headers={}, timeout=5)
+
+    result = asyncio.run_coroutine_threadsafe(post_once_closed(), sender.loop).result(10)
     assert (result.status_code, result.error) == (200, None)
-    assert receiver.connections == 2
-    # The receiver read it on the closing connection too: what a retry would resend.
-    assert [r.connection for r in receiver.requests] == [1, 1, 2]
+    assert [r.connection for r in receiver.requests] == [1, 2]
 
 
 def test_a_reused_connection_closed_mid_answer_is_not_said_again(serve, sender) -> None:

@@ -307,3 +307,21 @@ def test_a_bug_in_sending_is_an_internal_error_and_fatal(monkeypatch) -> None:
 def test_an_out_of_range_port_is_an_invalid_url(sender) -> None:
     result = post(sender, "http://example.com:99999/x")
     assert result.error is not None and result.error.startswith("invalid URL: ")
+
+
+def test_an_internationalised_host_is_looked_up_and_sent_as_its_idna_2008_a_label(serve) -> None:
+    asked: list[str] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    receiver = serve()
+    sender = Sender(version="1", allow_private_networks=True, resolve=resolve).start()
+    try:
+        result = post(sender, f"http://straße.de:{receiver.port}/hook")
+    finally:
+        sender.close()
+    assert result.status_code == 200
+    assert asked == ["xn--strae-oqa.de"]  # not strasse.de, as IDNA 2003 has it
+    assert receiver.requests[0].header("Host") == [f"xn--strae-oqa.de:{receiver.port}"]
