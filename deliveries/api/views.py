@@ -85,7 +85,8 @@ class DeliveryRetry(TenantScoped, generics.GenericAPIView):
 
     @extend_schema(
         request=None,
-        responses={202: DeliverySerializer, **errors(409)},
+        responses={202: DeliverySerializer, **errors(409, 429)},
+        parameters=[RETRY_AFTER],
         description="One more attempt now, whatever the status. Reads no request body.",
     )
     def post(self, request: Request, pk: str) -> Response:
@@ -118,7 +119,10 @@ class EndpointSendTest(TenantScoped, generics.GenericAPIView):
     consumer_allowed = True
 
     @extend_schema(
-        request=None, responses={202: TestEventSerializer, **errors(409)}, description=NO_BODY
+        request=None,
+        responses={202: TestEventSerializer, **errors(409, 429)},
+        parameters=[RETRY_AFTER],
+        description=NO_BODY,
     )
     def post(self, request: Request, pk: str) -> Response:
         event, delivery = endpoint_send_test(endpoint=self.get_object())

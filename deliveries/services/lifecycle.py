@@ -13,6 +13,7 @@ from deliveries.in_hand import EventInHand, InHand
 from deliveries.models import Delivery
 from deliveries.policy import current_policy
 from deliveries.queue import publish_deliveries_on_commit, publish_retry_when_free
+from deliveries.services.backpressure import work_admit, work_admitted
 from deliveries.services.health import (
     GONE_REASON,
     endpoint_disabled_event,
@@ -138,6 +139,14 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
     """
     if not delivery.endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it first.")
+    # Counted like an event (CONTRACT section 2): 429 while the tenant's backlog is full.
+    work_admit(tenant_id=delivery.tenant_id)
+    retried = _retry(delivery=delivery)
+    work_admitted(tenant_id=delivery.tenant_id, deliveries=1)
+    return retried
+
+
+def _retry(*, delivery: Delivery) -> Delivery:
     now = database_now()
     fields: dict[str, object] = {
         "status": Delivery.Status.PENDING,
@@ -179,7 +188,7 @@ def delivery_retry_when_free(*, delivery_id: str, tries_left: int) -> None:
         return
     once_release(_chain_key(delivery_id))  # the chain ends here
     if delivery.status != Delivery.Status.DELIVERING:
-        delivery_retry_now(delivery=delivery)
+        _retry(delivery=delivery)  # admitted when it was asked for
 
 
 def _chain_key(delivery_id: str) -> str:
