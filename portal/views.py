@@ -25,6 +25,7 @@ from portal import selectors as portal_selectors
 from portal.access import (
     COOKIE_NAME,
     COOKIE_PATH,
+    cross_site,
     portal_context,
     portal_headers,
     portal_page,
@@ -106,11 +107,17 @@ def open_link(request: HttpRequest) -> HttpResponse:
     return portal_headers(render(request, "portal/open.html", {"home": home}))
 
 
-# No Django CSRF check: the link's one-time secret is the credential, and a forged post
-# could only open the forger's own portal in the victim's browser, for one use.
+# No Django CSRF check (there is no session yet to hold a token; embedded, the CSRF cookie
+# would be withheld): the link's one-time secret is the credential. But a forged post from
+# another site would open the forger's portal in the victim's browser (login CSRF), where
+# the victim might add an endpoint or secret to the forger's account: refused by origin.
 @csrf_exempt
 @require_POST
 def exchange(request: HttpRequest) -> HttpResponse:
+    if cross_site(request):
+        return refuse(
+            request, "This link must be opened in the portal itself, not from another site."
+        )
     try:
         session, cookie = portal_session_exchange(link_token=request.POST.get("link", ""))
     except PortalLinkRefused as refused:
