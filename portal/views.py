@@ -158,7 +158,9 @@ def _save(request: HttpRequest, form: EndpointForm, endpoint: Endpoint | None) -
     try:
         fields = endpoint_fields_for_scope(scope=scope, fields=form.endpoint_fields())
         if endpoint is None:
-            return endpoint_services.endpoint_create(tenant=scope.tenant, **fields)
+            return endpoint_services.endpoint_create(
+                tenant=scope.tenant, by_consumer=scope.is_consumer, **fields
+            )
         return endpoint_services.endpoint_update(endpoint=endpoint, **fields)
     except InvalidInput as error:
         field = error.field if error.field in form.fields else None
