@@ -84,6 +84,9 @@ def test_a_link_is_made_for_an_owner_with_its_secret_in_the_fragment(alice):
     [
         ({"owner": "carol", "ttl": "8d"}, "ttl"),
         ({"owner": "carol", "ttl": "soon"}, "ttl"),
+        ({"owner": "carol", "ttl": "99999999999999999999d"}, "ttl"),  # was a 500 (overflow)
+        ({"owner": "carol", "ttl": "9" * 400}, "ttl"),  # an infinite float
+        ({"owner": "carol", "ttl": 10**30}, "ttl"),
         ({}, "owner"),
         ({"owner": ""}, "owner"),
     ],
