@@ -52,6 +52,15 @@ def test_a_bad_owner_is_a_400_naming_it(alice, owner):
     assert "owner" in response.json()["errors"]
 
 
+@pytest.mark.parametrize("description", [0, True, ["a"]])
+def test_a_description_that_is_not_a_string_is_a_400_naming_it(alice, description):
+    # Schemathesis: `0` was stored as "0", though the schema says string.
+    response = alice.client.post(
+        "/api/v1/consumer-keys", {"owner": "carol", "description": description}, format="json"
+    )
+    assert response.status_code == 400 and "description" in response.json()["errors"]
+
+
 def test_a_consumer_key_is_shown_once_and_listed_without_it(alice):
     response = alice.client.post(
         "/api/v1/consumer-keys", {"owner": "carol", "description": "Carol Ltd"}, format="json"
