@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 if TYPE_CHECKING:  # a dev dependency (the stubs' helpers): never imported at run time
@@ -52,3 +53,17 @@ class StrictIntegerField(StrictJsonTypeMixin, serializers.IntegerField):
 class StrictBooleanField(StrictJsonTypeMixin, serializers.BooleanField):
     json_types = (bool,)
     json_name = "boolean (true or false)"
+
+
+# An owner is 1 to 255 printable characters (webhooks' endpoint_owner_check refuses the
+# rest); the schema states the control characters among them, as the `?owner=` filter
+# does, and that "" is refused.
+OWNER_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 255, "pattern": OWNER_PATTERN})
+class OwnerField(StrictCharField):
+    """An endpoint's `owner`: the tenant's name for one of its customers."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, min_length=1, max_length=255, **kwargs)

@@ -249,6 +249,11 @@ HOMING_METRICS_TOKEN = env.str("HOMING_METRICS_TOKEN", default="")
 HOMING_MAX_ENDPOINTS_PER_TENANT = int(
     number("HOMING_MAX_ENDPOINTS_PER_TENANT", default=100, minimum=1, maximum=1_000_000)
 )
+# Endpoints consumer credentials (a consumer key, a portal session) may create for their
+# owner; the tenant's own key is bound by the tenant's limit only.
+HOMING_MAX_ENDPOINTS_PER_OWNER = int(
+    number("HOMING_MAX_ENDPOINTS_PER_OWNER", default=20, minimum=1, maximum=1_000_000)
+)
 # Backpressure (deliveries/intake/backpressure.py): events one tenant may post per second
 # (empty: no limit) and unfinished deliveries it may have; over either, 429. A tenant's
 # own figures (manage.py tenant_limits) override these.

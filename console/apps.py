@@ -10,4 +10,4 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         from console.login import connect_signals
 
-        connect_signals()  # failed sign-ins are counted wherever authenticate() runs
+        connect_signals()  # a sign-in that succeeds gives its counted attempt back

@@ -1,8 +1,10 @@
 """Signing in to the console (and Django admin) with throttled failures.
 
-Every password check passes through django.contrib.auth.authenticate, whose signals
-count the failures and clear a user's count on success; `throttled_login` refuses a
-sign-in POST with 429 while its address or username waits (console/services/login_throttle).
+`throttled_login` counts each sign-in POST as a failure before its password is checked,
+atomically with the check that its address and username may still try, and refuses it
+with 429 when they may not (console/services/login_throttle): so guesses sent at the same
+moment cannot get past the limit. django.contrib.auth's `user_logged_in` signal then
+takes a success's count back.
 """
 
 from __future__ import annotations
@@ -13,15 +15,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.contrib.auth.signals import user_logged_in
 from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 
-from console.services.login_throttle import (
-    login_failure_record,
-    login_success_record,
-    login_wait,
-)
+from console.services.login_throttle import login_attempt_take, login_success_record
 
 View = Callable[..., HttpResponseBase]
 USERNAME_LENGTH = 150  # Django's username field; a longer one cannot exist
@@ -47,7 +45,8 @@ def throttled_login(view: View) -> View:
     @wraps(view)
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method == "POST":
-            wait = login_wait(address=client_address(request), username=_posted_username(request))
+            address, username = client_address(request), _posted_username(request)
+            wait = login_attempt_take(address=address, username=username)
             if wait:
                 response = render(
                     request,
@@ -57,6 +56,7 @@ def throttled_login(view: View) -> View:
                 )
                 response["Retry-After"] = str(wait)
                 return response
+            request.login_counted_address = address  # type: ignore[attr-defined]  # read by _success
         return view(request, *args, **kwargs)
 
     return guarded
@@ -67,21 +67,11 @@ console_login = throttled_login(
 )
 
 
-def _count_failure(
-    sender: object, credentials: dict[str, Any], request: Any = None, **_: Any
-) -> None:
-    if request is None:  # not a sign-in over HTTP (a management command, a test helper)
-        return
-    login_failure_record(
-        address=client_address(request),
-        username=str(credentials.get("username", ""))[:USERNAME_LENGTH],
-    )
-
-
-def _clear_user(sender: object, request: Any, user: Any, **_: Any) -> None:
-    login_success_record(username=user.get_username())
+def _success(sender: object, request: Any, user: Any, **_: Any) -> None:
+    # Only a sign-in that throttled_login counted gives its address's count back.
+    address = getattr(request, "login_counted_address", "")
+    login_success_record(address=address, username=user.get_username())
 
 
 def connect_signals() -> None:
-    user_login_failed.connect(_count_failure, dispatch_uid="console-login-failed")
-    user_logged_in.connect(_clear_user, dispatch_uid="console-logged-in")
+    user_logged_in.connect(_success, dispatch_uid="console-logged-in")

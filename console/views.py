@@ -21,8 +21,8 @@ from console.access import (
 from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
 from core.exceptions import HomingError
+from deliveries.intake import retries
 from deliveries.intake.ingest import endpoint_send_test
-from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
 from dlq.selectors import dead_letters_in_queue
@@ -211,7 +211,7 @@ def delivery_retry(request: HttpRequest, pk: str) -> HttpResponse:
     if found is None:
         raise Http404("No such delivery.")
     try:
-        delivery_retry_now(delivery=found)
+        retries.delivery_retry(delivery=found)
         messages.success(request, "Retry requested: one more attempt now.")
     except HomingError as error:
         messages.error(request, error.message)

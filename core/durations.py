@@ -9,6 +9,10 @@ import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[a-z]*)")
+# Longer than any setting or request needs, and inside what datetime arithmetic takes (now
+# plus this is the year ~4700; datetime ends at 9999): `99999999999999999999d` (or 400
+# digits, an infinite float) overflowed timedelta, a 500 from the API.
+MAX_DURATION_SECONDS = 1_000_000 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -22,7 +26,10 @@ def parse_duration(text: str) -> float:
     unit = match["unit"] or "s"
     if unit not in _UNITS:
         raise ValueError(f"duration {text!r} has unknown unit {unit!r} (use ms, s, m, h or d)")
-    return float(match["number"]) * _UNITS[unit]
+    seconds = float(match["number"]) * _UNITS[unit]
+    if not seconds <= MAX_DURATION_SECONDS:  # also false for an infinite float
+        raise ValueError(f"duration {text!r} is too long (at most 1000000d)")
+    return seconds
 
 
 def duration_text(seconds: float) -> str:

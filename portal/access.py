@@ -86,6 +86,27 @@ def csrf_token_for(session: PortalSession) -> str:
     ).hexdigest()
 
 
+# Sec-Fetch-Site values of a request the portal's own page made ("none": the user's own
+# navigation, never a page elsewhere).
+OWN_FETCH_SITES = ("same-origin", "none")
+
+
+def cross_site(request: HttpRequest) -> bool:
+    """True when another site (or a sibling subdomain) made this request: by the browser's
+    Sec-Fetch-Site, else by its Origin. A request with neither (a browser from before
+    2020, or no browser at all) is let through, as Django's CSRF check lets a request
+    without Origin through: such a browser sends no Origin on a cross-site form post
+    either, so refusing it would lock out old browsers while stopping nothing new."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site not in OWN_FETCH_SITES
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return False
+    own = f"{request.scheme}://{request.get_host()}"
+    return origin != own and origin not in settings.CSRF_TRUSTED_ORIGINS
+
+
 def refuse(request: HttpRequest, message: str, *, status: int = 403) -> HttpResponse:
     """A page saying why, with no data of any owner."""
     return portal_headers(

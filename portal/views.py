@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import selectors
 from console.paging import BadCursor
 from core.exceptions import HomingError, InvalidInput
+from deliveries.intake import retries
 from deliveries.intake.ingest import endpoint_send_test
-from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
 from dlq.selectors import dead_letters_in_queue
 from dlq.services.replay import dead_letter_replay
@@ -25,6 +25,7 @@ from portal import selectors as portal_selectors
 from portal.access import (
     COOKIE_NAME,
     COOKIE_PATH,
+    cross_site,
     portal_context,
     portal_headers,
     portal_page,
@@ -106,11 +107,17 @@ def open_link(request: HttpRequest) -> HttpResponse:
     return portal_headers(render(request, "portal/open.html", {"home": home}))
 
 
-# No Django CSRF check: the link's one-time secret is the credential, and a forged post
-# could only open the forger's own portal in the victim's browser, for one use.
+# No Django CSRF check (there is no session yet to hold a token; embedded, the CSRF cookie
+# would be withheld): the link's one-time secret is the credential. But a forged post from
+# another site would open the forger's portal in the victim's browser (login CSRF), where
+# the victim might add an endpoint or secret to the forger's account: refused by origin.
 @csrf_exempt
 @require_POST
 def exchange(request: HttpRequest) -> HttpResponse:
+    if cross_site(request):
+        return refuse(
+            request, "This link must be opened in the portal itself, not from another site."
+        )
     try:
         session, cookie = portal_session_exchange(link_token=request.POST.get("link", ""))
     except PortalLinkRefused as refused:
@@ -151,7 +158,9 @@ def _save(request: HttpRequest, form: EndpointForm, endpoint: Endpoint | None) -
     try:
         fields = endpoint_fields_for_scope(scope=scope, fields=form.endpoint_fields())
         if endpoint is None:
-            return endpoint_services.endpoint_create(tenant=scope.tenant, **fields)
+            return endpoint_services.endpoint_create(
+                tenant=scope.tenant, by_consumer=scope.is_consumer, **fields
+            )
         return endpoint_services.endpoint_update(endpoint=endpoint, **fields)
     except InvalidInput as error:
         field = error.field if error.field in form.fields else None
@@ -274,7 +283,7 @@ def delivery_retry(request: HttpRequest, pk: str) -> HttpResponse:
     if found is None:
         raise Http404("No such delivery.")
     try:
-        delivery_retry_now(delivery=found)
+        retries.delivery_retry(delivery=found)
     except HomingError as error:
         return _failed(request, error, reverse("portal:delivery", kwargs={"pk": pk}))
     return _done("portal:delivery", "retried", pk=pk)

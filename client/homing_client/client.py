@@ -24,8 +24,20 @@ def new_idempotency_key() -> str:
     return f"hc_{secrets.token_hex(16)}"
 
 
+API_ROOT = "/api/v1"
+
+
+def server_root(base_url: str) -> str:
+    """Homing's root URL from its root or its API root, without a trailing slash."""
+    root = base_url.rstrip("/")
+    return root[: -len(API_ROOT)] if root.endswith(API_ROOT) else root
+
+
 class Client:
     """Publishes events to Homing, retrying what is safe to retry.
+
+    ``base_url`` is Homing's root URL (``https://homing.example.com``); its API root
+    (``…/api/v1``) works too, and so does a trailing slash.
 
     Every publish carries an ``Idempotency-Key`` (one is generated when none is given)
     and every retry reuses it, so a retry after a lost answer replays the first result
@@ -48,7 +60,7 @@ class Client:
         max_backoff: float = 10,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.api_key = api_key
         self.timeout = timeout
         self.retry_for = retry_for
@@ -69,7 +81,7 @@ class Client:
         if ordering_key is not None:
             event["ordering_key"] = ordering_key
         return self._post(
-            "/api/v1/events", _encode(event), idempotency_key or new_idempotency_key()
+            f"{API_ROOT}/events", _encode(event), idempotency_key or new_idempotency_key()
         )
 
     def publish_batch(
@@ -85,7 +97,9 @@ class Client:
             for event in events
         ]
         body = _encode({"events": items})
-        answer = self._post("/api/v1/events/batch", body, idempotency_key or new_idempotency_key())
+        answer = self._post(
+            f"{API_ROOT}/events/batch", body, idempotency_key or new_idempotency_key()
+        )
         return answer["events"]
 
     def healthy(self) -> bool:

@@ -25,8 +25,8 @@ from deliveries.api.serializers import (
     TestEventSerializer,
 )
 from deliveries.intake import api as intake
+from deliveries.intake import retries
 from deliveries.intake.ingest import endpoint_send_test
-from deliveries.lifecycle.interventions import delivery_retry_now
 from deliveries.models import Delivery
 from deliveries.selectors import endpoint_messages
 from deliveries.statuses import public_status
@@ -85,11 +85,12 @@ class DeliveryRetry(TenantScoped, generics.GenericAPIView):
 
     @extend_schema(
         request=None,
-        responses={202: DeliverySerializer, **errors(409)},
+        responses={202: DeliverySerializer, **errors(409, 429)},
+        parameters=[RETRY_AFTER],
         description="One more attempt now, whatever the status. Reads no request body.",
     )
     def post(self, request: Request, pk: str) -> Response:
-        delivery = delivery_retry_now(delivery=self.get_object())
+        delivery = retries.delivery_retry(delivery=self.get_object())
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -118,7 +119,10 @@ class EndpointSendTest(TenantScoped, generics.GenericAPIView):
     consumer_allowed = True
 
     @extend_schema(
-        request=None, responses={202: TestEventSerializer, **errors(409)}, description=NO_BODY
+        request=None,
+        responses={202: TestEventSerializer, **errors(409, 429)},
+        parameters=[RETRY_AFTER],
+        description=NO_BODY,
     )
     def post(self, request: Request, pk: str) -> Response:
         event, delivery = endpoint_send_test(endpoint=self.get_object())

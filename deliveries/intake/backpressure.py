@@ -126,12 +126,34 @@ def intake_admit(*, tenant: Tenant, events: int) -> None:
         )
 
 
+def work_admit(*, tenant_id: str) -> None:
+    """Admit a request that makes a delivery unfinished outside POST /events: a test
+    event, a retry, a dead-letter replay, the start of a bulk replay or a recover. Each
+    counts like one event (CONTRACT section 2), so a consumer cannot fill the tenant's
+    backlog through them and lock the tenant's own events out. Raises Throttled (nothing
+    recorded then); the caller reports what it created with `intake_admitted`."""
+    intake_admit(tenant=Tenant.objects.get(pk=tenant_id), events=1)
+
+
+def backlog_room(*, tenant: Tenant) -> int:
+    """How many more unfinished deliveries the tenant may have now (0: its backlog is
+    full). A background replay job takes no more than this per batch and pauses at 0; it
+    takes no place in the event-rate window, which limits requests, not their work."""
+    most = tenant_limits_effective(tenant=tenant).max_backlog
+    return max(0, most - _backlog_figure(tenant.pk, most))
+
+
 def intake_admitted(*, tenant: Tenant, deliveries: int) -> None:
     """Count the deliveries an admitted request created into this process's figure."""
+    work_admitted(tenant_id=tenant.pk, deliveries=deliveries)
+
+
+def work_admitted(*, tenant_id: str, deliveries: int) -> None:
+    """As intake_admitted, for work admitted by `work_admit` or a job's `backlog_room`."""
     with _backlog_lock:
-        entry = _backlog.get(tenant.pk)
+        entry = _backlog.get(tenant_id)
         if entry is not None:
-            _backlog[tenant.pk] = (entry[0], entry[1] + deliveries)
+            _backlog[tenant_id] = (entry[0], entry[1] + deliveries)
 
 
 # --- the backlog figure --------------------------------------------------------------

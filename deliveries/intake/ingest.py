@@ -24,6 +24,7 @@ from core import counters
 from core.clock import database_now
 from core.ids import new_id
 from core.postgresql.prepared import prepared_cursor, text_array
+from deliveries.intake.backpressure import work_admit, work_admitted
 from deliveries.intake.creation import (
     NewDelivery,
     deliveries_build,
@@ -243,8 +244,10 @@ def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Delivery]:
     the way to check a new endpoint's URL and signature verification end to end."""
     if not endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
+    work_admit(tenant_id=endpoint.tenant_id)  # or 429, before anything is written
     event = Event.objects.create(
         tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
     )
     [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
+    work_admitted(tenant_id=endpoint.tenant_id, deliveries=1)
     return event, delivery

@@ -138,6 +138,10 @@ def delivery_retry_now(*, delivery: Delivery) -> Delivery:
     """
     if not delivery.endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it first.")
+    return _retry(delivery=delivery)
+
+
+def _retry(*, delivery: Delivery) -> Delivery:
     now = database_now()
     fields: dict[str, object] = {
         "status": Delivery.Status.PENDING,
@@ -179,7 +183,7 @@ def delivery_retry_when_free(*, delivery_id: str, tries_left: int) -> None:
         return
     once_release(_chain_key(delivery_id))  # the chain ends here
     if delivery.status != Delivery.Status.DELIVERING:
-        delivery_retry_now(delivery=delivery)
+        _retry(delivery=delivery)  # admitted when it was asked for
 
 
 def _chain_key(delivery_id: str) -> str:

@@ -28,11 +28,12 @@ class DeadLetterSerializer(serializers.ModelSerializer):
 
 
 class BulkSelectionSerializer(serializers.Serializer):
+    # min_length: "" is refused (blank), and the schema says so.
     ids = serializers.ListField(
-        child=StrictCharField(max_length=40), required=False, max_length=1000
+        child=StrictCharField(min_length=1, max_length=40), required=False, max_length=1000
     )
-    endpoint = StrictCharField(required=False, max_length=40)
-    event_type = StrictCharField(required=False, max_length=255)
+    endpoint = StrictCharField(required=False, min_length=1, max_length=40)
+    event_type = StrictCharField(required=False, min_length=1, max_length=255)
 
 
 class ReplayedSerializer(serializers.Serializer):

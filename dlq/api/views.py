@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from api.filters import QueryFilter, QueryParameters, event_type_filter, id_filter, query_values
 from api.pagination import NewestFirstPagination
-from api.schema import errors
+from api.schema import RETRY_AFTER, errors
 from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
@@ -83,7 +83,8 @@ class DeadLetterReplay(InQueue, generics.GenericAPIView):
 
     @extend_schema(
         request=None,
-        responses={202: DeadLetterSerializer, **errors(409)},
+        responses={202: DeadLetterSerializer, **errors(409, 429)},
+        parameters=[RETRY_AFTER],
         operation_id="dead_letter_replay",
         description="Reads no request body (one sent is ignored).",
     )
@@ -104,7 +105,11 @@ class DeadLetterBulkReplay(InQueue, generics.GenericAPIView):
     serializer_class = BulkSelectionSerializer
     consumer_allowed = True
 
-    @extend_schema(responses={202: ReplayedSerializer}, operation_id="dead_letters_replay")
+    @extend_schema(
+        responses={202: ReplayedSerializer, **errors(429)},
+        parameters=[RETRY_AFTER],
+        operation_id="dead_letters_replay",
+    )
     def post(self, request: Request) -> Response:
         # Answers at once with the count; the replay itself runs in background batches.
         job = replay_job_create(criteria=_criteria(request))
@@ -128,7 +133,9 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
     serializer_class = RecoverSerializer
     consumer_allowed = True
 
-    @extend_schema(responses={202: ReplayedSerializer, **errors(409)})
+    @extend_schema(
+        responses={202: ReplayedSerializer, **errors(409, 429)}, parameters=[RETRY_AFTER]
+    )
     def post(self, request: Request, pk: str) -> Response:
         endpoint = self.get_object()
         window = RecoverSerializer(data=request.data)

@@ -9,6 +9,7 @@ from django.db.models import F
 
 from core.clock import database_now
 from core.exceptions import HomingError
+from deliveries.intake.backpressure import work_admit, work_admitted
 from deliveries.models import Delivery
 from deliveries.wakeups import publish_deliveries_on_commit
 from dlq.models import DeadLetter
@@ -26,6 +27,8 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
         raise NotReplayable("This dead letter was already replayed.")
     if not dead_letter.endpoint.is_active:
         raise NotReplayable("The endpoint is deactivated; activate it, then replay.")
+    # Counted like an event (CONTRACT section 2): 429 while the tenant's backlog is full.
+    work_admit(tenant_id=dead_letter.tenant_id)
     if dead_letters_replay(dead_letters=[dead_letter]) != 1:
         # Another replay or a manual retry got there first: say where the delivery is.
         status = (
@@ -36,6 +39,7 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
         raise NotReplayable(
             f"Not replayed: the delivery is already {status} (replayed or retried meanwhile)."
         )
+    work_admitted(tenant_id=dead_letter.tenant_id, deliveries=1)
 
 
 @transaction.atomic

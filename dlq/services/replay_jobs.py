@@ -4,10 +4,19 @@ Creating the job only counts what matches, so a replay of 100,000 answers at onc
 work then runs a batch per transaction (never one long one), in dead-letter id order,
 saving a cursor after each batch: if the process dies, `replay_jobs_resume` (called by
 the Celery task's redelivery, and by anyone polling a stalled job) carries on from it.
+
+Backpressure (CONTRACT section 2: replays count like events): the request that starts a
+job for a tenant is admitted like one event (429 while its backlog is full, and nothing
+is recorded). The job then never fails a row for it: each batch replays only as many
+letters as their tenants' backlogs have room for, and when a tenant has none the job
+pauses at that letter (cursor kept, status running) and comes back PAUSE_SECONDS later,
+for as long as it takes. It takes no place in the event-rate window: the rate limits
+requests, and the job's pace is bounded by the backlog instead.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,10 +27,11 @@ from django.db.models.functions import Least
 from django.utils import timezone
 
 from core.celery import app
-from dlq.models import ReplayJob
+from deliveries.intake.backpressure import backlog_room, work_admit, work_admitted
+from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import Criteria, dead_letters_waiting
 from dlq.services.replay import NotReplayable, dead_letters_replay
-from webhooks.models import Endpoint
+from webhooks.models import Endpoint, Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +40,18 @@ REPLAY_BATCH = 500
 # A running job whose heartbeat is older than this lost its process: resume it.
 STALLED_AFTER = timedelta(seconds=60)
 RUN_TASK = "dlq.replay_job_run"
+# A job paused by a full backlog looks again this much later: room opens as deliveries
+# finish, and the backlog figure is counted again at most every second or so.
+PAUSE_SECONDS = 5
 
 
 def replay_job_create(*, criteria: Criteria | dict[str, Any], requested_by: str = "") -> ReplayJob:
     """Count the matching waiting dead letters, record the job, start it after commit."""
     now = timezone.now()
     total = dead_letters_waiting(criteria=criteria).filter(dead_at__lte=now).count()
+    if total and criteria.get("tenant"):
+        # Or 429, nothing recorded. A staff job across tenants is paced by its batches.
+        work_admit(tenant_id=criteria["tenant"])
     job = ReplayJob.objects.create(
         criteria=dict(criteria),
         total=total,
@@ -68,9 +84,9 @@ def endpoint_recover(
     return replay_job_create(criteria=window, requested_by=requested_by)
 
 
-def replay_job_publish(*, job_id: str) -> None:
+def replay_job_publish(*, job_id: str, countdown: float | None = None) -> None:
     try:
-        app.send_task(RUN_TASK, args=[job_id])
+        app.send_task(RUN_TASK, args=[job_id], countdown=countdown)
     except Exception:  # broker down: the stalled-job resume picks it up later
         logger.warning("could not publish replay job %s", job_id, exc_info=True)
 
@@ -99,18 +115,51 @@ def replay_job_run_batch(*, job_id: str) -> bool:
                 status=ReplayJob.Status.FINISHED, done=F("total"), finished_at=now, updated_at=now
             )
             return False
-        replayed = dead_letters_replay(dead_letters=batch)
+        admitted = _within_backlogs(batch)
+        paused = len(admitted) < len(batch)
+        if not admitted:  # the first letter's tenant has no room: wait, change nothing
+            ReplayJob.objects.filter(pk=job.pk).update(updated_at=now)  # not stalled
+            transaction.on_commit(lambda: _pause(job_id))
+            return False
+        replayed = dead_letters_replay(dead_letters=admitted)
         progress: dict[str, Any] = {
-            "cursor": batch[-1].pk,
-            "done": Least(F("done") + len(batch), F("total")),
+            "cursor": admitted[-1].pk,
+            "done": Least(F("done") + len(admitted), F("total")),
             "replayed": F("replayed") + replayed,
             "updated_at": now,
         }
-        last = len(batch) < REPLAY_BATCH
+        last = len(batch) < REPLAY_BATCH and not paused
         if last:  # finished with its last batch: a page never shows 100 % still running
             progress.update(status=ReplayJob.Status.FINISHED, done=F("total"), finished_at=now)
         ReplayJob.objects.filter(pk=job.pk).update(**progress)
-        return not last
+        if paused:
+            transaction.on_commit(lambda: _pause(job_id))
+        return not last and not paused
+
+
+def _within_backlogs(batch: list[DeadLetter]) -> list[DeadLetter]:
+    """The longest head of `batch` whose letters fit in their tenants' backlogs now (each
+    letter counted as one more unfinished delivery); counts them into the figures."""
+    tenants = Tenant.objects.in_bulk({letter.tenant_id for letter in batch})
+    room: dict[str, int] = {}
+    taken: collections.Counter[str] = collections.Counter()
+    admitted: list[DeadLetter] = []
+    for letter in batch:
+        tenant_id = letter.tenant_id
+        if tenant_id not in room:
+            room[tenant_id] = backlog_room(tenant=tenants[tenant_id])
+        if taken[tenant_id] >= room[tenant_id]:
+            break
+        taken[tenant_id] += 1
+        admitted.append(letter)
+    for tenant_id, count in taken.items():
+        work_admitted(tenant_id=tenant_id, deliveries=count)
+    return admitted
+
+
+def _pause(job_id: str) -> None:
+    logger.info("replay job %s paused: a tenant's backlog is full", job_id)
+    replay_job_publish(job_id=job_id, countdown=PAUSE_SECONDS)
 
 
 def replay_job_run(*, job_id: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import StrictBooleanField, StrictCharField
+from api.fields import OwnerField, StrictBooleanField
 from core.durations import parse_duration
 
 
@@ -36,7 +36,7 @@ class DurationField(serializers.Field):
 
 
 class PortalSessionCreateSerializer(serializers.Serializer):
-    owner = StrictCharField(trim_whitespace=False, max_length=255)
+    owner = OwnerField()
     ttl = DurationField(required=False, help_text="At most 7d; default 1h.")
     read_only = StrictBooleanField(required=False, default=False)  # type: ignore[assignment]  # a declared field, not Field.read_only
 

@@ -1,6 +1,6 @@
 """Read an endpoint's catch-up feed: every webhook after a sequence, oldest first.
 
-``GET {base_url}/endpoints/{id}/messages?after=N&limit=L`` answers
+``GET {base_url}/api/v1/endpoints/{id}/messages?after=N&limit=L`` answers
 ``{"results": [...], "next_after": M, "done": bool}``, or 410 ``{"message",
 "oldest_sequence"}`` once the messages after N were purged. Standard library only.
 """
@@ -25,6 +25,15 @@ USER_AGENT = "homing-receiver/0.1"
 MAX_PAGE_SIZE = 500  # the feed's own limit
 # Answers worth asking again: the server or a proxy is overloaded or restarting.
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+API_ROOT = "/api/v1"
+
+
+def server_root(base_url: str) -> str:
+    """Homing's root URL from its root or its API root, without a trailing slash."""
+    root = base_url.rstrip("/")
+    return root[: -len(API_ROOT)] if root.endswith(API_ROOT) else root
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,9 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 class Feed:
     """The catch-up feed of one endpoint, read with the tenant's (or consumer's) API key.
 
-    ``base_url`` is Homing's API root, e.g. ``https://homing.example.com/api/v1`` (a
-    trailing slash is fine). Connection errors, timeouts, 408, 429 and 5xx are retried
+    ``base_url`` is Homing's root URL, as ``homing_client.Client`` takes it (e.g.
+    ``https://homing.example.com``); its API root (``…/api/v1``) works too, and so does
+    a trailing slash. Connection errors, timeouts, 408, 429 and 5xx are retried
     with exponential backoff and full jitter for up to ``retry_for`` seconds per page;
     then, or on any other answer than 200, the page raises :class:`FeedError`
     (:class:`FeedExpired` on 410).
@@ -76,7 +86,7 @@ class Feed:
             raise ValueError(f"page_size must be 1..{MAX_PAGE_SIZE}")
         if not endpoint_id:
             raise ValueError("endpoint_id must not be empty")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.key = key
         self.endpoint_id = endpoint_id
         self.timeout = timeout
@@ -123,7 +133,7 @@ class Feed:
         query = urllib.parse.urlencode({"after": after, "limit": self.page_size})
         endpoint = urllib.parse.quote(self.endpoint_id, safe="")
         request = urllib.request.Request(  # noqa: S310 - base_url is the receiver's setting
-            f"{self.base_url}/endpoints/{endpoint}/messages?{query}",
+            f"{self.base_url}{API_ROOT}/endpoints/{endpoint}/messages?{query}",
             headers={
                 "Authorization": f"Bearer {self.key}",
                 "Accept": "application/json",

@@ -4,6 +4,8 @@ same rules (the Schemathesis run in tests/e2e/test_api_schema_fuzz.py checks the
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 from django.test import Client
@@ -123,6 +125,58 @@ def test_endpoint_fields_state_the_limits_the_rules_enforce(schema):
     assert (fields["rate_limit"]["minimum"], fields["rate_limit"]["maximum"]) == (1, 10_000)
     assert fields["headers"]["maxProperties"] == 20
     assert fields["disabled_reason"]["nullable"] is True
+
+
+# Schemathesis sent these, schema-valid then, and the API refused them for reasons a
+# schema can state: an empty owner or dead-letter filter, whitespace in a URL.
+REFUSED = [
+    ("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h", "owner": ""}),
+    ("/api/v1/consumer-keys", {"owner": ""}),
+    ("/api/v1/portal-sessions", {"owner": ""}),
+    ("/api/v1/dead-letters/replay", {"endpoint": ""}),
+    ("/api/v1/dead-letters/replay", {"event_type": ""}),
+    ("/api/v1/dead-letters/discard", {"ids": [""]}),
+    ("/api/v1/endpoints", {"url": "http://127.0.0.1:9/a b"}),
+    ("/api/v1/endpoints", {"url": "http://127.0.0.1:9/a\u3000b"}),
+    ("/api/v1/endpoints", {"url": "http://127.0.0.1:9/a\x85b"}),
+    ("/api/v1/endpoints", {"url": "http://127.0.0.1:9/\t"}),
+    ("/api/v1/endpoints", {"owner": "tab\there", "url": "http://127.0.0.1:9/h"}),
+]
+
+
+def _request_schema(schema: dict, path: str) -> dict:
+    body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    name = body["schema"]["$ref"].split("/")[-1]
+    return schema["components"]["schemas"][name]
+
+
+def ecma_search(pattern: str, value: str) -> re.Match | None:
+    # JSON Schema patterns are ECMA-262, whose `$` does not match before a final newline
+    # as Python's does.
+    return re.search(re.sub(r"\$$", r"\\Z", pattern), value)
+
+
+def _schema_allows(field_schema: dict, value) -> bool:
+    if isinstance(value, list):
+        return all(_schema_allows(field_schema["items"], item) for item in value)
+    return len(value) >= field_schema.get("minLength", 0) and (
+        "pattern" not in field_schema or ecma_search(field_schema["pattern"], value) is not None
+    )
+
+
+@pytest.mark.parametrize(("path", "body"), REFUSED)
+def test_what_the_api_refuses_for_a_stated_reason_the_schema_refuses_too(alice, schema, path, body):
+    properties = _request_schema(schema, path)["properties"]
+    assert not all(_schema_allows(properties[name], value) for name, value in body.items())
+    assert alice.client.post(path, body, format="json").status_code == 400
+
+
+def test_the_url_pattern_refuses_each_space_the_api_refuses(schema):
+    pattern = schema["components"]["schemas"]["Endpoint"]["properties"]["url"]["pattern"]
+    for code in range(0x110000):
+        char = chr(code)
+        refused = char.isspace() or code < 0x20 or code == 0x7F
+        assert (ecma_search(pattern, f"https://a.example/{char}") is None) == refused, hex(code)
 
 
 def test_a_body_over_the_upload_limit_is_the_documented_json_413(alice, schema, settings):

@@ -39,6 +39,20 @@ def base_url(receiver: Receiver) -> str:
     return receiver.url.removesuffix("/hook")
 
 
+@pytest.mark.parametrize("suffix", ["", "/", "/api/v1", "/api/v1/"])
+def test_base_url_is_the_servers_root_or_its_api_root(server: Receiver, suffix: str) -> None:
+    # The same URL as homing_receiver.Feed takes, whichever of the two is given.
+    server.behaviour = lambda request, n: accepted(
+        {"events": [EVENT]} if request.path.endswith("/batch") else EVENT
+    )
+    Client(base_url(server) + suffix, "k").publish("order.created", {})
+    Client(base_url(server) + suffix, "k").publish_batch([{"type": "a.b", "data": {}}])
+    assert [request.path for request in server.requests] == [
+        "/api/v1/events",
+        "/api/v1/events/batch",
+    ]
+
+
 def keys(receiver: Receiver) -> list[str]:
     return [request.headers["idempotency-key"] for request in receiver.requests]
 

@@ -36,6 +36,10 @@ SMOKE = textwrap.dedent(
         "homing_relay.py"
     ).is_file()
     assert "/venv/" in homing_client.__file__, homing_client.__file__
+    from importlib.metadata import files as dist_files, metadata
+    assert metadata("homing-client")["License-Expression"] == "MIT"
+    licence = [f for f in dist_files("homing-client") if f.name == "LICENSE"]
+    assert licence and "MIT License" in licence[0].read_text(), dist_files("homing-client")
     print("ok")
     """
 )

@@ -29,6 +29,7 @@ def start_django(**env: str) -> subprocess.CompletedProcess[str]:
         ("HOMING_RETRY_SCHEDULE", "1s,5x,30s"),
         ("HOMING_RETRY_SCHEDULE", ""),
         ("HOMING_SECRET_ROTATION_GRACE", "soon"),
+        ("HOMING_RETENTION", "99999999999999999999d"),
         ("HOMING_MAX_ENDPOINTS_PER_TENANT", "0"),
         ("CSRF_TRUSTED_ORIGINS", "https://ok.example.com,homing.example.com"),
         # Copied into a CSP header: a `;` would add directives of the attacker's choosing.

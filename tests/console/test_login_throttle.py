@@ -5,6 +5,7 @@ Mallory guesses Olivia's password from 10.0.0.66. Nico signs in from 10.0.0.7 me
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -103,3 +104,43 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts(store, people, sett
     assert via_proxy("nico", "nico-right", f"198.51.100.1, {MALLORY}").status_code == 429
     # Everyone else behind the same proxy signs in.
     assert via_proxy("nico", "nico-right", NICO).status_code == 302
+
+
+class CountingBackend:
+    """Checks no password (a real check takes a while: here 50 ms); counts the checks."""
+
+    checks = 0
+    lock = threading.Lock()
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        with CountingBackend.lock:
+            CountingBackend.checks += 1
+        time.sleep(0.05)
+        return None
+
+    def get_user(self, user_id):
+        return None
+
+
+def test_guesses_sent_at_the_same_moment_check_at_most_five_passwords(store, settings):
+    # Counted after the check, every guess of a burst passed it before any was counted.
+    settings.AUTHENTICATION_BACKENDS = [f"{__name__}.CountingBackend"]
+    CountingBackend.checks = 0
+    guesses = 20
+    start = threading.Barrier(guesses)
+    answers: list[int] = []
+
+    def guess(n: int) -> None:
+        start.wait()
+        answers.append(sign_in("olivia", f"guess-{n}", MALLORY)[0].status_code)
+
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(guesses)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert CountingBackend.checks <= login_throttle.MAX_FAILURES
+    assert sorted(answers) == [200] * CountingBackend.checks + [429] * (
+        guesses - CountingBackend.checks
+    )

@@ -84,6 +84,9 @@ def test_a_link_is_made_for_an_owner_with_its_secret_in_the_fragment(alice):
     [
         ({"owner": "carol", "ttl": "8d"}, "ttl"),
         ({"owner": "carol", "ttl": "soon"}, "ttl"),
+        ({"owner": "carol", "ttl": "99999999999999999999d"}, "ttl"),  # was a 500 (overflow)
+        ({"owner": "carol", "ttl": "9" * 400}, "ttl"),  # an infinite float
+        ({"owner": "carol", "ttl": 10**30}, "ttl"),
         ({}, "owner"),
         ({"owner": ""}, "owner"),
     ],
@@ -121,6 +124,46 @@ def test_an_expired_or_tampered_link_shows_no_data(alice, shop):
     assert tampered.status_code == 403 and "not valid" in tampered.content.decode()
     for answer in (expired, tampered):
         assert URL not in answer.content.decode() and "homing_portal" not in answer.cookies
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_SEC_FETCH_SITE": "cross-site"},
+        {"HTTP_SEC_FETCH_SITE": "same-site"},  # a sibling subdomain is another origin
+        {"HTTP_ORIGIN": "https://evil.example"},
+        {"HTTP_ORIGIN": "null"},
+        {"HTTP_SEC_FETCH_SITE": "cross-site", "HTTP_ORIGIN": "http://testserver"},
+    ],
+)
+def test_a_link_posted_from_another_site_opens_no_session(alice, shop, headers):
+    # Login CSRF: Mallory's page posts her own link so that Carol's browser ends up in
+    # Mallory's portal. Refused before the link is spent.
+    url = make_link(alice, "mallory")
+    token = url.split("#", 1)[1]
+    browser = Client()
+    forged = browser.post("/portal/session", {"link": token}, **headers)
+    assert forged.status_code == 403 and "homing_portal" not in forged.cookies
+    assert "another site" in forged.content.decode()
+    assert browser.get("/portal/endpoints/").status_code == 403
+    _, own = open_link(url)  # the link itself still works, from the portal's own page
+    assert own.status_code == 302
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_SEC_FETCH_SITE": "same-origin", "HTTP_ORIGIN": "http://testserver"},
+        {"HTTP_ORIGIN": "http://testserver"},  # a browser without Sec-Fetch-Site
+        {},  # neither (a browser before 2020): let through, as Django's CSRF check does
+    ],
+)
+def test_a_link_posted_by_the_portals_own_page_opens_a_session(alice, shop, headers):
+    token = make_link(alice, "carol").split("#", 1)[1]
+    browser = Client()
+    answer = browser.post("/portal/session", {"link": token}, **headers)
+    assert answer.status_code == 302 and "homing_portal" in answer.cookies
+    assert browser.get("/portal/endpoints/").status_code == 200
 
 
 def test_without_a_session_every_page_says_so(shop):

@@ -58,8 +58,14 @@ class FeedServer:
         )
 
     @property
+    def root_url(self) -> str:
+        """The server's root, as homing_client.Client takes it."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/api/v1"
+        """The API root (which Feed also accepts)."""
+        return f"{self.root_url}/api/v1"
 
     def start(self) -> FeedServer:
         self._thread.start()

@@ -42,6 +42,10 @@ SMOKE = textwrap.dedent(
     assert migrations.joinpath("0001_initial.py").is_file()
     assert migrations.joinpath("0002_sequences.py").is_file()
     assert "/venv/" in homing_receiver.__file__, homing_receiver.__file__
+    from importlib.metadata import files as dist_files, metadata
+    assert metadata("homing-receiver")["License-Expression"] == "MIT"
+    licence = [f for f in dist_files("homing-receiver") if f.name == "LICENSE"]
+    assert licence and "MIT License" in licence[0].read_text(), dist_files("homing-receiver")
     print("ok")
     """
 )

@@ -14,6 +14,8 @@ from rest_framework.test import APIClient
 
 from deliveries.models import Delivery
 from tests.dlq.test_replay import kill
+from tests.portal.test_portal_pages import csrf_of, make_link, open_link
+from webhooks.models import Endpoint
 
 URL = "http://127.0.0.1:9/hooks"
 
@@ -48,6 +50,15 @@ def test_a_bad_owner_is_a_400_naming_it(alice, owner):
     response = alice.client.post("/api/v1/endpoints", {"url": URL, "owner": owner}, format="json")
     assert response.status_code == 400
     assert "owner" in response.json()["errors"]
+
+
+@pytest.mark.parametrize("description", [0, True, ["a"]])
+def test_a_description_that_is_not_a_string_is_a_400_naming_it(alice, description):
+    # Schemathesis: `0` was stored as "0", though the schema says string.
+    response = alice.client.post(
+        "/api/v1/consumer-keys", {"owner": "carol", "description": description}, format="json"
+    )
+    assert response.status_code == 400 and "description" in response.json()["errors"]
 
 
 def test_a_consumer_key_is_shown_once_and_listed_without_it(alice):
@@ -306,3 +317,35 @@ def test_a_consumers_filters_never_reach_another_owner(world):
     same_event = carol.get(f"/api/v1/deliveries?event={dave['event']}").json()["results"]
     assert [d["endpoint_id"] for d in same_event] == [world["carol"]["endpoint"]]
     assert carol.get(f"/api/v1/dead-letters?endpoint={dave['endpoint']}").json()["results"] == []
+
+
+def test_a_consumer_creates_at_most_the_owner_limit(alice, settings):
+    # Carol must not take every endpoint place Alice has; Dave and Alice keep theirs.
+    settings.HOMING_MAX_ENDPOINTS_PER_OWNER = 3
+    carol = _client(consumer_key(alice, "carol"))
+    for _ in range(3):
+        assert carol.post("/api/v1/endpoints", {"url": URL}, format="json").status_code == 201
+    refused = carol.post("/api/v1/endpoints", {"url": URL}, format="json")
+    assert refused.status_code == 400
+    assert "HOMING_MAX_ENDPOINTS_PER_OWNER" in refused.json()["message"]
+    assert "3" in refused.json()["message"]
+    assert len(carol.get("/api/v1/endpoints").json()["results"]) == 3
+
+    dave = _client(consumer_key(alice, "dave"))
+    assert dave.post("/api/v1/endpoints", {"url": URL}, format="json").status_code == 201
+    # The tenant's own key is bound by the tenant's limit only, for any owner.
+    made = alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "carol"}, format="json")
+    assert made.status_code == 201
+
+
+def test_a_portal_session_creates_at_most_the_owner_limit(alice, settings):
+    settings.HOMING_MAX_ENDPOINTS_PER_OWNER = 1
+    carol, _ = open_link(make_link(alice, "carol"))
+    token = csrf_of(carol.get("/portal/endpoints/new"))
+    form = {"url": URL, "description": "", "portal_csrf": token}
+    assert carol.post("/portal/endpoints/new", form).status_code == 302
+    refused = carol.post("/portal/endpoints/new", form)
+    assert (
+        refused.status_code == 200 and "HOMING_MAX_ENDPOINTS_PER_OWNER" in refused.content.decode()
+    )
+    assert Endpoint.objects.filter(tenant=alice.tenant, owner="carol").count() == 1

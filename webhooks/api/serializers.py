@@ -3,7 +3,13 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import BlankAsNullField, StrictBooleanField, StrictCharField, StrictIntegerField
+from api.fields import (
+    BlankAsNullField,
+    OwnerField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from webhooks.models import ConsumerKey, Endpoint
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
@@ -42,10 +48,14 @@ class HeadersField(serializers.DictField):
         return super().to_representation(headers_decrypted(value))
 
 
-# Every URL the rules accept matches this (the scheme in any case, then something, no
-# line break), so a URL that does not is refused; the rules check the rest. No `\S`:
+# Every URL the rules accept matches this (the scheme in any case, then no control
+# character and nothing Python's isspace() takes for a space: the rules refuse both), so a
+# URL that does not is refused; the rules check the rest. Spelt out rather than `\S`:
 # JavaScript's takes U+FEFF for a space, Python's isspace() does not.
-URL_SCHEMA_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://.+$"
+URL_SCHEMA_PATTERN = (
+    r"^[Hh][Tt][Tt][Pp][Ss]?://"
+    r"[^\x00-\x20\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$"
+)
 
 
 @extend_schema_field(
@@ -72,7 +82,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     headers = HeadersField(required=False)
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
-    owner = StrictCharField(allow_null=True, required=False, trim_whitespace=False, max_length=255)
+    owner = OwnerField(allow_null=True, required=False)
 
     class Meta:
         model = Endpoint
@@ -115,8 +125,9 @@ class SecretSerializer(serializers.Serializer):
 
 
 class ConsumerKeyCreateSerializer(serializers.Serializer):
-    owner = StrictCharField(trim_whitespace=False, max_length=255)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    owner = OwnerField()
+    # Strict: the schema says string, so a number (`0`) is refused, not stored as "0".
+    description = StrictCharField(required=False, allow_blank=True, max_length=500)
 
 
 class ConsumerKeySerializer(serializers.ModelSerializer):

@@ -56,7 +56,7 @@ class EndpointList(TenantScoped, generics.ListCreateAPIView):
         if scope.is_consumer:
             fields.pop("owner", None)  # forced to the consumer's own, whatever the body says
         fields = endpoint_fields_for_scope(scope=scope, fields=fields)
-        endpoint = endpoint_create(tenant=scope.tenant, **fields)
+        endpoint = endpoint_create(tenant=scope.tenant, by_consumer=scope.is_consumer, **fields)
         # The one endpoint body that shows the secret: the caller has just created it.
         body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
         return Response(body, status=status.HTTP_201_CREATED)

@@ -43,8 +43,9 @@ class EndpointInactive(HomingError):
     status_code = 409
 
 
-def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
-    """A new endpoint with a fresh (encrypted) secret; refuses bad fields and the limit."""
+def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any) -> Endpoint:
+    """A new endpoint with a fresh (encrypted) secret; refuses bad fields and the limits
+    (the owner's too when `by_consumer`: a consumer key or portal session made it)."""
     _check_names(fields)
     fields = endpoint_fields_check(fields=fields)
     if "url" not in fields:
@@ -56,6 +57,8 @@ def endpoint_create(*, tenant: Tenant, **fields: Any) -> Endpoint:
         # requests cannot both take the last place under the limit.
         Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
         endpoint_limit_check(tenant=tenant)
+        if by_consumer:
+            endpoint_owner_limit_check(tenant=tenant, owner=fields.get("owner"))
         return Endpoint.objects.create(
             tenant=tenant, secret=crypto.encrypt(generate_secret()), **fields
         )
@@ -70,6 +73,18 @@ def endpoint_limit_check(*, tenant: Tenant) -> None:
             "endpoints",
             f"A tenant has at most {limit} endpoints "
             "(HOMING_MAX_ENDPOINTS_PER_TENANT); delete one first.",
+        )
+
+
+def endpoint_owner_limit_check(*, tenant: Tenant, owner: str | None) -> None:
+    """Refuse a consumer one endpoint more than HOMING_MAX_ENDPOINTS_PER_OWNER for its
+    owner, so that one customer cannot take every place the tenant has."""
+    limit = settings.HOMING_MAX_ENDPOINTS_PER_OWNER
+    if Endpoint.objects.filter(tenant=tenant, owner=owner).count() >= limit:
+        raise InvalidInput(
+            "endpoints",
+            f"An owner has at most {limit} endpoints "
+            "(HOMING_MAX_ENDPOINTS_PER_OWNER); delete one first.",
         )
 
 

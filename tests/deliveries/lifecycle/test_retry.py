@@ -201,6 +201,14 @@ def test_parse_duration_reads_one_value() -> None:
     assert parse_duration("24h") == 86400.0
 
 
+@pytest.mark.parametrize("text", ["99999999999999999999d", "9" * 400, "1000001d"])
+def test_parse_duration_refuses_what_datetimes_cannot_hold(text: str) -> None:
+    # timedelta(seconds=...) of these raised OverflowError: a 500 from the API.
+    with pytest.raises(ValueError, match="too long"):
+        parse_duration(text)
+    assert parse_duration("1000000d") == 1_000_000 * 86400
+
+
 # --- Retry-After -----------------------------------------------------------------
 
 
