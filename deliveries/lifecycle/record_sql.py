@@ -1,8 +1,9 @@
-"""The statements of recording and endpoint health, each written once and whole, with
-named parameters.
+"""The statements of recording, endpoint health and ordering keys, each written once and
+whole, with named parameters.
 
 Read these to know what recording a batch of attempts does to the database;
-recording.py, health.py and attempt_stats.py only choose the variant and the parameters.
+recording.py, health.py, attempt_stats.py and ordering.py only choose the variant and the
+parameters.
 A test pins the text (tests/deliveries/lifecycle/test_record_sql.py): a change here is a
 change to how every result is written, and is made on purpose.
 
@@ -135,4 +136,21 @@ SELECT %(minute)s, outcome, n FROM (
 ) AS counts
 WHERE n > 0
 ON CONFLICT (minute, outcome) DO UPDATE SET count = deliveries_attemptminute.count + EXCLUDED.count
+"""
+
+# The last unfinished delivery of each (endpoint, key) of the pairs %(endpoint_ids)s[i],
+# %(keys)s[i] (ordering.py: where a new delivery of that key joins its line), locked FOR
+# SHARE until the caller's transaction ends, so the one finishing it waits and then sees
+# the new delivery to release. Index delivery_ordering_line, one probe per pair. The
+# statuses are UNFINISHED written as SQL literals: the planner matches them to the
+# partial index's predicate, which a bound parameter in a generic plan would not.
+LINE_ENDS = """
+SELECT line.endpoint_id, line.ordering_key, last.id
+FROM unnest(%(endpoint_ids)s::text[], %(keys)s::text[]) AS line(endpoint_id, ordering_key)
+CROSS JOIN LATERAL (
+    SELECT id FROM deliveries_delivery
+    WHERE endpoint_id = line.endpoint_id AND ordering_key = line.ordering_key
+        AND status IN ('pending', 'held', 'delivering')
+    ORDER BY sequence DESC LIMIT 1 FOR SHARE
+) AS last
 """

@@ -24,6 +24,7 @@ from deliveries.lifecycle.retry import Outcome
 from deliveries.lifecycle.scheduling import deliveries_recover_expired_leases
 from deliveries.models import Attempt, AttemptMinute, Delivery
 from deliveries.results import SendResult
+from deliveries.statuses import UNFINISHED
 from deliveries.worker.claims import deliveries_claim
 from tests.databases import postgresql_only, statements_run
 from webhooks.models import Endpoint
@@ -59,6 +60,7 @@ PINNED = {
     "record_sql.ATTEMPT_MINUTES_ADD": (
         "5fddd459d69c1549c1e276a2e6e6aed3c0a5e3be0dd6322c31e0c982f5bda438"
     ),
+    "record_sql.LINE_ENDS": "84a6c53e2634170eb4c34336b965f689ffb1f1f42cf26c416a5f495ee5408710",
     "backlog_sql.INACTIVE_WITH_PENDING": (
         "cccb702334d5d05b3c530c92a36e9daeb21a9198e482878de06438252ebf52e6"
     ),
@@ -112,6 +114,11 @@ def test_the_minute_upsert_has_a_parameter_for_every_outcome() -> None:
     sql = record_sql.ATTEMPT_MINUTES_ADD
     assert set(re.findall(r"SELECT '(\w+)'", sql)) == set(Outcome)
     assert {f"%({outcome})s" for outcome in Outcome} <= set(re.findall(r"%\(\w+\)s", sql))
+
+
+def test_the_line_ends_are_the_unfinished_deliveries() -> None:
+    found = re.search(r"status IN \(([^)]*)\)", record_sql.LINE_ENDS)
+    assert found and {s.strip(" '") for s in found.group(1).split(",")} == set(UNFINISHED)
 
 
 def test_the_variants_differ_only_in_their_one_clause() -> None:
@@ -201,6 +208,21 @@ def test_the_lease_sweep_runs_its_variants(alice) -> None:
     ]
     assert [sql for sql in ran if sql in expected] == expected
     assert Attempt.objects.get(delivery_id=claimed[0].id).error == "worker lost"
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_keyed_delivery_joins_its_line_through_line_ends(alice) -> None:
+    shop = _endpoint(alice)
+    keyed = {"type": "a.b", "data": {}, "ordering_key": "order-1"}
+    with statements_run() as ran:
+        for _ in range(2):
+            answer = alice.client.post("/api/v1/events", keyed, format="json")
+            assert answer.status_code == 202
+    assert ran.count(record_sql.LINE_ENDS) == 2
+    first, second = Delivery.objects.filter(endpoint_id=shop.id).order_by("sequence")
+    assert (first.status, second.status) == (Delivery.Status.PENDING, Delivery.Status.HELD)
+    assert second.blocked_by == first.id
 
 
 @pytest.mark.django_db
