@@ -211,6 +211,8 @@ CLAIMS_TESTS = [
     "tests/deliveries/lifecycle/test_leases.py",
     "tests/deliveries/worker/test_claim_sql.py",
     "tests/deliveries/worker/test_budget.py",
+    # recording's and health's SQLite twins (deliveries/lifecycle/record_sql.py)
+    "tests/deliveries/lifecycle/test_record_sql.py",
 ]
 
 

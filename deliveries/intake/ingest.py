@@ -30,13 +30,17 @@ from deliveries.intake.creation import (
     deliveries_build,
     deliveries_create_for_event,
     deliveries_create_for_events,
-    deliveries_insert_ctes,
     deliveries_numbered,
+)
+from deliveries.intake.ingest_sql import (
+    INGEST_GATED,
+    INGEST_GATED_EVENTS_ONLY,
+    INGEST_UNGATED,
+    INGEST_UNGATED_EVENTS_ONLY,
 )
 from deliveries.intake.routing import (
     Routing,
     RoutingChanged,
-    gated_tenant_sql,
     routing_cached,
     routing_changed,
     routing_load,
@@ -50,6 +54,14 @@ from webhooks.services.event_input import EventInput
 # Reads of a tenant's routing before an ingestion gives up: each retry means an endpoint
 # of the tenant changed in the last few milliseconds, so a third one is already unusual.
 ROUTING_TRIES = 5
+
+# The one statement, by (gated, with deliveries): ingest_sql.py says why four variants.
+INGEST = {
+    (True, True): INGEST_GATED,
+    (True, False): INGEST_GATED_EVENTS_ONLY,
+    (False, True): INGEST_UNGATED,
+    (False, False): INGEST_UNGATED_EVENTS_ONLY,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,24 +159,22 @@ def _insert_routed(
         ]
     )
     every = [delivery for deliveries in per_event for delivery in deliveries]
-    if gated:
-        gate, gate_params = gated_tenant_sql(tenant_id=tenant.pk, version=routing.version)
-    else:
-        gate, gate_params = "SELECT %s::text", [tenant.pk]
-    # Every event's tenant_id is read from `gate`: NULL there fails the whole statement.
-    event_insert, event_params = _events_insert(event_ids, inputs, now)
-    sql, params = f"WITH gate AS MATERIALIZED ({gate}) ", gate_params + event_params
-    if every:
-        deliveries_insert, delivery_params = deliveries_insert_ctes(
-            every, tenant_id=tenant.pk, now=now, after="new_events"
-        )
-        # FKs are DEFERRABLE INITIALLY DEFERRED: checked at commit, when both are in.
-        # The events are written before the sequence counters are locked (the
-        # deliveries, after). The statement answers each endpoint's last sequence number.
-        sql += f", new_events AS ({event_insert} RETURNING id), {deliveries_insert} TABLE sequences"
-        params += delivery_params
-    else:
-        sql += event_insert
+    # Names and values are the statements' own (ingest_sql.py says what each part does).
+    params = {
+        "tenant_id": tenant.pk,
+        "version": routing.version,
+        "now": now,
+        # One jsonb array for every event's data: one json.dumps, not one per event.
+        "data": Event._meta.get_field("data").get_db_prep_save(
+            [item.data for item in inputs], connection
+        ),
+        "event_ids": text_array(event_ids),
+        "types": text_array([item.type for item in inputs]),
+        "delivery_ids": text_array([d.id for d in every]),
+        "delivery_event_ids": text_array([d.event_id for d in every]),
+        "endpoint_ids": text_array([d.endpoint_id for d in every]),
+    }
+    sql = INGEST[gated, bool(every)]
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         if every:
@@ -175,31 +185,6 @@ def _insert_routed(
         IngestedEvent(event_id, item.type, item.data, now, deliveries)
         for event_id, item, deliveries in zip(event_ids, inputs, per_event, strict=True)
     ]
-
-
-# Every Event column (this path takes events without an ordering key).
-EVENT_COLUMNS = ("id", "tenant_id", "type", "data", "created_at", "ordering_key")
-
-
-def _events_insert(
-    ids: Sequence[str], inputs: Sequence[EventInput], now: datetime
-) -> tuple[str, list[Any]]:
-    """The INSERT of the events with a fixed number of parameters however many they are:
-    the statement text is the same for 1 or 1,000 events (prepared once per connection), and
-    no value goes through the model's fields one by one. The `data` of all events is one
-    jsonb array (one json.dumps), the ids and types are text array literals (text_array),
-    and the events of one call share their created_at. Each row's tenant_id comes from the
-    statement's `gate`."""
-    data = Event._meta.get_field("data").get_db_prep_save([e.data for e in inputs], connection)
-    return EVENTS_INSERT, [data, now, text_array(ids), text_array([e.type for e in inputs])]
-
-
-# Names from the model, values all bound: no input in SQL.
-EVENTS_INSERT = (
-    f"INSERT INTO {Event._meta.db_table} ({', '.join(EVENT_COLUMNS)}) "  # noqa: S608
-    "SELECT e.id, (SELECT * FROM gate), e.type, (%s::jsonb) -> (e.n::int - 1), %s, NULL "
-    "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(id, type, n)"
-)
 
 
 @transaction.atomic

@@ -11,8 +11,8 @@ insert itself:
    The number comes from a sequence, so a rolled-back change's number is never current.
 2. The routing and its version are read together, in one statement (one snapshot).
 3. The ingest statement writes its events only while the tenant's version is still the
-   one it routed with (`gated_tenant_sql`); otherwise it fails with `RoutingChanged`
-   and the caller reads the routing again and retries.
+   one it routed with (the `gate` of ingest_sql.INGEST_GATED); otherwise it fails with
+   `RoutingChanged` and the caller reads the routing again and retries.
 
 PostgreSQL only: the ORM path of other databases reads the endpoints every time.
 """
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import IntegrityError, connection
 
 from core.exceptions import HomingError
-from webhooks.models import Endpoint, Event, RoutingVersion
+from deliveries.intake.ingest_sql import ROUTING
+from webhooks.models import Endpoint, Event
 
 CACHE_TENANTS = 10_000  # tenants remembered per process; past it the cache starts over
 CACHE_TYPES = 1_000  # event types remembered per tenant routing
@@ -66,15 +66,8 @@ def routing_cached(*, tenant_id: str) -> Routing | None:
 
 def routing_load(*, tenant_id: str) -> Routing:
     """The tenant's routing as the database has it now, remembered for the next call."""
-    versions, endpoints = RoutingVersion._meta.db_table, Endpoint._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            # Table names are the models', never input; one row even with no endpoint.
-            f"SELECT v.version, e.id, e.event_types FROM (SELECT COALESCE("  # noqa: S608
-            f"(SELECT version FROM {versions} WHERE tenant_id = %s), 0) AS version) v "
-            f"LEFT JOIN {endpoints} e ON e.tenant_id = %s AND e.is_active ORDER BY e.id",
-            [tenant_id, tenant_id],
-        )
+        cursor.execute(ROUTING, {"tenant_id": tenant_id})
         rows = cursor.fetchall()
     routing = Routing(
         version=rows[0][0],
@@ -90,20 +83,9 @@ def routing_load(*, tenant_id: str) -> Routing:
     return routing
 
 
-def gated_tenant_sql(*, tenant_id: str, version: int) -> tuple[str, list[Any]]:
-    """A query of one value: the tenant's id while its routing version is `version`, else
-    nothing (NULL as a scalar), which fails the events' NOT NULL `tenant_id`."""
-    table = RoutingVersion._meta.db_table
-    return (
-        f"SELECT %s::text WHERE COALESCE((SELECT version FROM {table} "  # noqa: S608
-        "WHERE tenant_id = %s), 0) = %s",
-        [tenant_id, tenant_id, version],
-    )
-
-
 def routing_changed(error: IntegrityError) -> bool:
     """Whether this error says the routing changed under the statement (not another
-    fault): the gate of `gated_tenant_sql` closing, or an endpoint deleted after the
+    fault): the gate of ingest_sql.INGEST_GATED closing, or an endpoint deleted after the
     gate was read, which the deferred foreign key finds at commit."""
     diag = getattr(error.__cause__, "diag", None)
     if diag is None:

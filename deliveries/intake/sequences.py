@@ -6,7 +6,9 @@ last number. The row stays locked until that transaction ends, so the next creat
 the endpoint waits and numbers after these only once they are committed: nobody sees a
 sequence while a lower one of its endpoint is uncommitted, and a rollback gives its
 numbers back. Counters are locked in endpoint id order, so transactions creating
-deliveries for the same endpoints (a fan-out, a batch) cannot deadlock.
+deliveries for the same endpoints (a fan-out, a batch) cannot deadlock. On PostgreSQL
+the upsert is ingest_sql.SEQUENCES_TAKE here, and the `sequences` entry of ingestion's
+one statement (ingest_sql.INGEST_GATED and its variants) there.
 """
 
 from __future__ import annotations
@@ -17,23 +19,8 @@ from collections.abc import Mapping, Sequence
 from django.db import connection, transaction
 from django.db.models import F
 
+from deliveries.intake.ingest_sql import SEQUENCES_TAKE
 from deliveries.models import SequenceCounter
-
-# The upsert reserving one number per row of `source` (a relation with an endpoint_id
-# column), answering (endpoint_id, last). The ORDER BY is the lock order: rows are
-# inserted, and conflicting ones locked, in it.
-COUNTERS_UPSERT = """
-    INSERT INTO {table} (endpoint_id, last, purged_through)
-    SELECT endpoint_id, count(*), 0 FROM {source}
-    GROUP BY endpoint_id ORDER BY endpoint_id
-    ON CONFLICT (endpoint_id) DO UPDATE SET last = {table}.last + EXCLUDED.last
-    RETURNING endpoint_id, last
-"""
-
-
-def counters_upsert_sql(source: str) -> str:
-    """COUNTERS_UPSERT over `source` (PostgreSQL), e.g. in a statement's WITH list."""
-    return COUNTERS_UPSERT.format(table=SequenceCounter._meta.db_table, source=source)
 
 
 def sequences_numbered(endpoint_ids: Sequence[str], last: Mapping[str, int]) -> list[int]:
@@ -56,9 +43,8 @@ def sequences_take(endpoint_ids: Sequence[str]) -> list[int]:
     if not endpoint_ids:
         return []
     if connection.vendor == "postgresql":
-        sql = counters_upsert_sql("unnest(%s::text[]) AS c(endpoint_id)")
         with connection.cursor() as cursor:
-            cursor.execute(sql, [list(endpoint_ids)])
+            cursor.execute(SEQUENCES_TAKE, {"endpoint_ids": list(endpoint_ids)})
             last = dict(cursor.fetchall())
     else:  # the embedded database (SQLite): its first write locks out other writers
         last = {}

@@ -26,6 +26,7 @@ import time
 from django.db import connection, transaction
 
 from core.celery import app
+from deliveries.lifecycle.backlog_sql import INACTIVE_WITH_PENDING, INACTIVE_WITH_PENDING_SQLITE
 from deliveries.lifecycle.interventions import (
     DEACTIVATED_REASON,
     WAITING,
@@ -152,33 +153,10 @@ def endpoint_backlogs_waiting() -> list[str]:
             :SWEEP_LIMIT
         ]
     )
-    table, endpoints = Delivery._meta.db_table, Endpoint._meta.db_table
-    # 'pending' (Delivery.Status.PENDING) is a literal so that the planner matches the
-    # partial index delivery_endpoint_due's predicate, as a bound parameter may not.
-    if connection.vendor == "postgresql":
-        sql = f"""
-            WITH RECURSIVE pending(endpoint_id) AS (
-                (SELECT endpoint_id FROM {table} WHERE status = 'pending'
-                 ORDER BY endpoint_id LIMIT 1)
-                UNION ALL
-                SELECT later.endpoint_id FROM pending CROSS JOIN LATERAL (
-                    SELECT endpoint_id FROM {table}
-                    WHERE status = 'pending' AND endpoint_id > pending.endpoint_id
-                    ORDER BY endpoint_id LIMIT 1
-                ) later
-            )
-            SELECT e.id FROM pending JOIN {endpoints} e ON e.id = pending.endpoint_id
-            WHERE NOT e.is_active AND e.deleted_at IS NULL
-            LIMIT %s
-        """
-    else:
-        sql = f"""
-            SELECT DISTINCT e.id FROM {table} d JOIN {endpoints} e ON e.id = d.endpoint_id
-            WHERE d.status = 'pending' AND NOT e.is_active AND e.deleted_at IS NULL
-            LIMIT %s
-        """
+    postgresql = connection.vendor == "postgresql"
+    sql = INACTIVE_WITH_PENDING if postgresql else INACTIVE_WITH_PENDING_SQLITE
     with connection.cursor() as cursor:
-        cursor.execute(sql, [SWEEP_LIMIT])
+        cursor.execute(sql, {"limit": SWEEP_LIMIT})
         inactive = [row[0] for row in cursor.fetchall()]
     return [*deleting, *inactive]
 

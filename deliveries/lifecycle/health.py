@@ -14,6 +14,7 @@ results count for nothing here, so they cannot loop.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,13 @@ from django.db.models import Q
 
 from core.clock import database_now
 from deliveries.lifecycle import retry
+from deliveries.lifecycle.record_sql import (
+    ANY_CIRCUIT_NOT_CLOSED,
+    ENDPOINTS_NOT_CLOSED,
+    ENDPOINTS_NOT_CLOSED_SQLITE,
+    FAILURES_RESET,
+    FAILURES_RESET_SQLITE,
+)
 from deliveries.signals import endpoints_answered_send, operational_events_send
 from webhooks.models import Endpoint
 from webhooks.services.event_input import RESERVED_TYPE_PREFIX
@@ -116,32 +124,25 @@ def _record_successes_of_healthy_endpoints(
     }
     if not all_ok:
         return set()
-    # Read without a lock: a circuit opened meanwhile by another batch stays open until
-    # its probe, which is what a probe is for. Plain SQL: this runs for every recorded
-    # batch, and compiling the two querysets cost more than running them.
-    table = Endpoint._meta.db_table
+    # Plain SQL (record_sql.py says what each statement leaves alone): this runs for
+    # every recorded batch, and compiling the two querysets cost more than running them.
+    postgresql = connection.vendor == "postgresql"
+    not_closed = ENDPOINTS_NOT_CLOSED if postgresql else ENDPOINTS_NOT_CLOSED_SQLITE
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {table} WHERE {_live_among(all_ok)}"  # noqa: S608
-            " AND circuit_state <> 'closed'",
-            sorted(all_ok),
-        )
+        cursor.execute(not_closed, {"ids": _ids(all_ok, postgresql=postgresql)})
         healthy = all_ok - {row[0] for row in cursor.fetchall()}
         if healthy:
-            cursor.execute(
-                f"UPDATE {table} SET consecutive_failures = 0, failing_since = NULL"  # noqa: S608
-                f" WHERE {_live_among(healthy)} AND circuit_state = 'closed'"
-                " AND (consecutive_failures > 0 OR failing_since IS NOT NULL)",
-                sorted(healthy),
-            )
+            reset = FAILURES_RESET if postgresql else FAILURES_RESET_SQLITE
+            cursor.execute(reset, {"ids": _ids(healthy, postgresql=postgresql)})
     if healthy:
         changes.succeeded.extend(sorted(healthy))
     return healthy
 
 
-def _live_among(ids: set[str]) -> str:
-    """SQL: the live endpoints among `ids` (given as parameters, sorted)."""
-    return f"id IN ({', '.join(['%s'] * len(ids))}) AND deleted_at IS NULL"
+def _ids(ids: set[str], *, postgresql: bool) -> list[str] | str:
+    """The `%(ids)s` of record_sql's statements: an array on PostgreSQL, a JSON array
+    (for json_each) on SQLite."""
+    return sorted(ids) if postgresql else json.dumps(sorted(ids))
 
 
 def _apply(
@@ -250,10 +251,7 @@ def open_circuits_claim_probes() -> tuple[set[str], list[str]]:
     # Asked before every claim, and nearly always none: a plain read first (compiling
     # the queryset below cost more than the claim's own statement).
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {Endpoint._meta.db_table} WHERE circuit_state <> 'closed'"  # noqa: S608
-            " AND is_active AND deleted_at IS NULL LIMIT 1"
-        )
+        cursor.execute(ANY_CIRCUIT_NOT_CLOSED)
         if cursor.fetchone() is None:
             return set(), []
     now = database_now()

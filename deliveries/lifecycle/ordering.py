@@ -23,24 +23,10 @@ from typing import Any
 from django.db import connection
 
 from core.durations import duration_text
+from deliveries.lifecycle.record_sql import LINE_ENDS
 from deliveries.models import Delivery
 from deliveries.statuses import UNFINISHED
 from deliveries.wakeups import publish_deliveries_on_commit
-
-# The last unfinished delivery of each (endpoint, key), locked until the caller's
-# transaction ends (index delivery_ordering_line, one probe per pair). The statuses are
-# UNFINISHED written as SQL literals: the planner matches them to the partial index's
-# predicate, which a bound parameter in a generic plan would not.
-LINE_ENDS = """
-    SELECT line.endpoint_id, line.ordering_key, last.id
-    FROM unnest(%s::text[], %s::text[]) AS line(endpoint_id, ordering_key)
-    CROSS JOIN LATERAL (
-        SELECT id FROM {table}
-        WHERE endpoint_id = line.endpoint_id AND ordering_key = line.ordering_key
-            AND status IN ('pending', 'held', 'delivering')
-        ORDER BY sequence DESC LIMIT 1 FOR SHARE
-    ) AS last
-"""
 
 
 def line_ends(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -66,8 +52,7 @@ def line_ends(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         return ends
     with connection.cursor() as cursor:
         cursor.execute(
-            LINE_ENDS.format(table=Delivery._meta.db_table),
-            [[e for e, _ in wanted], [k for _, k in wanted]],
+            LINE_ENDS, {"endpoint_ids": [e for e, _ in wanted], "keys": [k for _, k in wanted]}
         )
         return {(endpoint_id, key): last for endpoint_id, key, last in cursor.fetchall()}
 

@@ -5,7 +5,8 @@ sweep (`worker lost`). Whatever a receiver answered, it cannot stop a batch from
 written, so it cannot hold up other tenants' results:
 - every value is made storable first: NUL bytes (PostgreSQL text refuses them) become
   U+FFFD, every text is clipped to its column, numbers to theirs;
-- a batch is written in one transaction (one statement for the states on PostgreSQL);
+- a batch is written in one transaction (one statement for the states on PostgreSQL,
+  one for the attempts: record_sql.py);
 - if it still fails for a reason other than the database being unavailable, each row is
   written on its own, and a row that cannot be written is stored as a "could not
   record" attempt instead. A result is never dropped.
@@ -41,6 +42,12 @@ from deliveries.lifecycle.in_hand import InHand
 from deliveries.lifecycle.ordering import deliveries_release_next, max_block_verdict
 from deliveries.lifecycle.outcomes import NextState, next_state
 from deliveries.lifecycle.policy import Policy
+from deliveries.lifecycle.record_sql import (
+    APPLY_STATES,
+    APPLY_STATES_IF_LEASE_EXPIRED,
+    INSERT_ATTEMPTS,
+    INSERT_ATTEMPTS_IGNORING_CONFLICTS,
+)
 from deliveries.log_context import delivery_log_context
 from deliveries.models import Attempt, Delivery
 from deliveries.results import SendResult
@@ -332,11 +339,7 @@ def _apply_states(
 def _apply_states_at_once(
     deliveries: list[InHand], states: list[NextState], now: datetime, expired_only: bool
 ) -> set[str]:
-    # One statement for the whole batch instead of one UPDATE per delivery, its rows one
-    # JSON parameter (encoded in C; a VALUES list of six parameters a row was quoted one
-    # by one in Python, and its text, new for each batch size, was parsed anew). Due times
-    # count from the database's clock (statement_timestamp()), like claims and leases, so
-    # no process's clock drift matters.
+    # One statement for the whole batch instead of one UPDATE per delivery (record_sql.py).
     rows = []
     for delivery, state in zip(deliveries, states, strict=True):
         due = state.fields["next_attempt_at"]
@@ -350,22 +353,9 @@ def _apply_states_at_once(
                 "new_count": state.fields.get("attempt_count", delivery.attempt_count),
             }
         )
-    table = Delivery._meta.db_table
-    expired = " AND d.lease_expires_at < statement_timestamp()" if expired_only else ""
-    sql = f"""
-        UPDATE {table} AS d SET status = v.status,
-            next_attempt_at = statement_timestamp() + make_interval(secs => v.delay),
-            lease_expires_at = NULL, last_error = v.last_error, attempt_count = v.new_count,
-            updated_at = %s
-        FROM json_to_recordset(%s::json) AS v(
-            id text, claimed_count int, status text, delay float8, last_error text, new_count int
-        )
-        WHERE d.id = v.id AND d.status = %s AND d.attempt_count = v.claimed_count
-            {expired}
-        RETURNING d.id
-    """
+    sql = APPLY_STATES_IF_LEASE_EXPIRED if expired_only else APPLY_STATES
     with connection.cursor() as cursor:
-        cursor.execute(sql, [now, _json(rows), Delivery.Status.DELIVERING.value])
+        cursor.execute(sql, {"now": now, "states": _json(rows)})
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -379,17 +369,9 @@ def _attempts_insert(attempts: list[dict[str, Any]], *, ignore_conflicts: bool) 
             [Attempt(**row) for row in attempts], ignore_conflicts=ignore_conflicts
         )
         return
-    columns = "delivery_id, number, started_at, duration_ms, status_code, error, response_body"
-    on_conflict = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
-    sql = f"""
-        INSERT INTO {Attempt._meta.db_table} ({columns})
-        SELECT {columns} FROM json_to_recordset(%s::json) AS a(
-            delivery_id text, number int, started_at timestamptz, duration_ms int,
-            status_code int, error text, response_body text
-        ){on_conflict}
-    """
+    sql = INSERT_ATTEMPTS_IGNORING_CONFLICTS if ignore_conflicts else INSERT_ATTEMPTS
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_json(attempts)])
+        cursor.execute(sql, {"attempts": _json(attempts)})
 
 
 def _json(rows: list[dict[str, Any]]) -> str:

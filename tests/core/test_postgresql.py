@@ -94,7 +94,8 @@ def test_the_ingestion_statement_is_prepared_once_per_connection(alice):
         event_ingest(tenant=alice.tenant, event_type="a.b", data={})
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH gate%%'"
+            "SELECT count(*) FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%WITH gate AS MATERIALIZED%%'"
         )
         assert cursor.fetchone()[0] == 1
 

@@ -208,7 +208,7 @@ def test_an_ingestion_writes_its_events_before_it_waits_for_the_counter(alice, m
         for _ in range(500):  # until the ingestion waits for the counter's lock
             waiting = prober.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE 'WITH gate%%'"
+                "AND query LIKE '%%WITH gate AS MATERIALIZED%%'"
             ).fetchone()
             prober.rollback()
             if waiting and waiting[0]:
