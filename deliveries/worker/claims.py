@@ -265,12 +265,9 @@ def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
 
 
 def _endpoints(ids: set[str]) -> dict[str, Endpoint]:
-    """The endpoints by id, deleted ones included: a raw query (the ORM's `in_bulk`
-    compiled a query per claim that cost more than running it)."""
-    table = Endpoint._meta.db_table
-    placeholders = ", ".join(["%s"] * len(ids))
-    found = Endpoint.all_objects.raw(
-        f"SELECT * FROM {table} WHERE id IN ({placeholders})",
-        sorted(ids),
-    )
+    """The endpoints by id, deleted ones included (claim_sql.ENDPOINTS)."""
+    if connection.vendor == "postgresql":
+        found = Endpoint.all_objects.raw(claim_sql.ENDPOINTS, [sorted(ids)])
+    else:
+        found = Endpoint.all_objects.raw(claims_sqlite.ENDPOINTS, [json.dumps(sorted(ids))])
     return {endpoint.id: endpoint for endpoint in found}

@@ -40,6 +40,8 @@ RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, 
     ordering_key, head_since
 """
 
+ENDPOINTS = "SELECT * FROM webhooks_endpoint WHERE id IN (SELECT value FROM json_each(%s))"
+
 
 def due_endpoints(*, after: str, limit: int) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:

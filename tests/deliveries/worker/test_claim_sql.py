@@ -18,6 +18,7 @@ from tests.databases import postgresql_only
 PINNED = {
     "CLAIM": "97eff3f914ac8dcd77d830e0ec3f7446b1c3bf0bb0aa8c505240afaf43b943f7",
     "DUE_ENDPOINTS": "05aa30c21b7cf9dc02b2f2d12b37e7af30fd1820a969e33f90b975f4cf33a371",
+    "ENDPOINTS": "a853b9f95055bd3dac5d1f53aa6b57126b49ea806395a74e6e6f3225229c43cc",
 }
 
 
@@ -33,6 +34,7 @@ def test_the_statements_name_the_tables_the_models_use() -> None:
 
     for sql in (claim_sql.CLAIM, claim_sql.DUE_ENDPOINTS):
         assert Delivery._meta.db_table in sql and Endpoint._meta.db_table in sql
+    assert f"FROM {Endpoint._meta.db_table} " in claim_sql.ENDPOINTS
 
 
 @postgresql_only
@@ -50,3 +52,4 @@ def test_a_claim_runs_exactly_those_statements(alice) -> None:
         claim = deliveries_claim_fairly(limit=10, policy=current_policy(), due=due)
     assert len(claim.deliveries) == 1
     assert claim_sql.DUE_ENDPOINTS in ran and claim_sql.CLAIM in ran
+    assert claim_sql.ENDPOINTS in ran
