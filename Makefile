@@ -35,7 +35,7 @@ test-fast: venv
 # once and cached, then web, worker and scheduler containers run against the test servers
 # (tests/image/). Installs podman, runc and debootstrap when missing (root).
 test-image: venv
-	@HOMING_IMAGE_TEST=1 $(PY) -m tests.harness tests/image --durations=10 $(ARGS)
+	@HOMING_IMAGE_TEST=1 $(PY) -m tests.harness tests/image -s --durations=10 $(ARGS)
 
 bench: venv
 	@$(PY) -m bench.run $(ARGS)
