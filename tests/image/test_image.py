@@ -154,6 +154,14 @@ def test_an_event_is_delivered_signed_to_a_receiver_on_the_host(homing):
         receiver.stop()
 
 
+def test_the_processes_run_as_a_user_other_than_root(homing):
+    # (Before the test that stops the worker.)
+    for container in (homing.web, homing.worker, homing.scheduler):
+        users = homing.podman("top", container, "user").stdout.split()[1:]
+        assert users and "root" not in users, (container, users)
+    assert homing.podman("exec", homing.web, "id", "-u").stdout.strip() == "10001"
+
+
 def test_stopping_the_worker_records_the_attempt_under_way(homing):
     receiver = Receiver(lambda request, n: Answer(delay=SLOW_SECONDS)).start()
     try:
@@ -182,13 +190,6 @@ def test_stopping_the_worker_records_the_attempt_under_way(homing):
         assert len(receiver.requests) == 1
     finally:
         receiver.stop()
-
-
-def test_the_processes_run_as_a_user_other_than_root(homing):
-    for container in (homing.web, homing.scheduler):
-        users = homing.podman("top", container, "user").stdout.split()[1:]
-        assert users and "root" not in users, (container, users)
-    assert homing.podman("exec", homing.web, "id", "-u").stdout.strip() == "10001"
 
 
 def test_the_image_holds_the_app_and_nothing_of_development(homing):
