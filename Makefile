@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt receiver/pyproject.toml client/pyproject.toml 2>/dev/null | cksum | cut -d' ' -f1)
 PORT ?= 8000
 
-.PHONY: venv run test test-fast bench lint clean
+.PHONY: venv run test test-fast test-image bench lint clean
 
 venv: $(STAMP)
 
@@ -30,6 +30,12 @@ test: venv
 FAST_WORKERS ?= 3
 test-fast: venv
 	@$(PY) -m tests.harness -m "not e2e" -n $(FAST_WORKERS) $(ARGS)
+
+# The container image (Dockerfile, compose.yaml): built with podman on a Debian base made
+# once and cached, then web, worker and scheduler containers run against the test servers
+# (tests/image/). Installs podman, runc and debootstrap when missing (root).
+test-image: venv
+	@HOMING_IMAGE_TEST=1 $(PY) -m tests.harness tests/image -s --durations=10 $(ARGS)
 
 bench: venv
 	@$(PY) -m bench.run $(ARGS)
