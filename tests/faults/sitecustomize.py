@@ -33,8 +33,8 @@ def _break(worker) -> None:
 
     loop = worker.sender.loop
     if FAULT == "claims":
-        worker._claim_and_send = _raise
-        worker._give_back_waited_too_long = _raise  # called on every turn, idle or not
+        worker.claims.claim_once = _raise
+        worker.claims.housekeeping = _raise  # called on every turn, idle or not
     elif FAULT == "event loop":
         loop.call_soon_threadsafe(_raise)
     elif FAULT == "event loop stuck":
@@ -44,14 +44,14 @@ def _break(worker) -> None:
 
         recorder.attempts_record = _raise
     elif FAULT == "releases":
-        original = worker.releases.send  # the claim loop calls it too: not there
+        original = worker.ledger.send_releases  # the claim loop calls it too: not there
 
-        def release_or_raise() -> None:
+        def release_or_raise(**kwargs) -> None:
             if threading.current_thread().name == "homing-releases":
                 _raise()
-            original()
+            original(**kwargs)
 
-        worker.releases.send = release_or_raise
+        worker.ledger.send_releases = release_or_raise
     elif FAULT == "parker":
         from deliveries.worker import parker
 
