@@ -17,11 +17,9 @@ from deliveries.models import Delivery
 from dlq.api import views as dlq_views
 from dlq.models import DeadLetter
 from dlq.selectors import QueueGauges, dead_letters_matching
+from tests.factories import consumer_key_via_api, dead_letter_via_api, endpoint_id_via_api
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
-
-from ..dlq.test_replay import dead_letter_for, make_endpoint
-from ..webhooks.test_consumer_keys import consumer_key
 
 FILTERS = [
     {},
@@ -49,25 +47,25 @@ def _criteria(query):
 def queue(alice, bob):
     """alice: letters on her own endpoint and on carol's (one replayed, one discarded);
     bob: one letter that alice must never see."""
-    own = make_endpoint(alice)
+    own = endpoint_id_via_api(alice)
     carols = alice.client.post(
         "/api/v1/endpoints", {"url": "http://127.0.0.1:9/c", "owner": "carol"}, format="json"
     ).json()["id"]
-    dead_letter_for(alice, own, "order.paid")
-    dead_letter_for(alice, carols, "order.paid")
-    dead_letter_for(alice, carols, "invoice.sent")
-    replayed = dead_letter_for(alice, own, "invoice.sent")
+    dead_letter_via_api(alice, own, "order.paid")
+    dead_letter_via_api(alice, carols, "order.paid")
+    dead_letter_via_api(alice, carols, "invoice.sent")
+    replayed = dead_letter_via_api(alice, own, "invoice.sent")
     DeadLetter.objects.filter(pk=replayed.pk).update(replayed_at=timezone.now())
-    discarded = dead_letter_for(alice, carols, "order.paid")
+    discarded = dead_letter_via_api(alice, carols, "order.paid")
     DeadLetter.objects.filter(pk=discarded.pk).update(discarded_at=timezone.now())
-    dead_letter_for(bob, make_endpoint(bob), "order.paid")
+    dead_letter_via_api(bob, endpoint_id_via_api(bob), "order.paid")
     return {"own": own, "carols": carols}
 
 
 @pytest.mark.parametrize("query", FILTERS)
 def test_the_api_lists_what_the_selector_matches_for_a_tenant_and_a_consumer(alice, queue, query):
     carol = APIClient()
-    carol.credentials(HTTP_AUTHORIZATION=f"Bearer {consumer_key(alice, 'carol')}")
+    carol.credentials(HTTP_AUTHORIZATION=f"Bearer {consumer_key_via_api(alice, 'carol')}")
     for client, scope in (
         (alice.client, Scope(tenant=alice.tenant)),
         (carol, Scope(tenant=alice.tenant, owner="carol")),

@@ -13,10 +13,9 @@ import pytest
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.factories import endpoint_via_api
 from tests.processes import wait_until
 from tests.receivers import Answer
-
-from .test_delivery import make_endpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +73,7 @@ def test_forty_keys_arrive_in_order_one_at_a_time_through_random_failures(
 
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(fails))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
     keys, per_key = [f"order-{i}" for i in range(40)], 15
@@ -102,7 +101,7 @@ def test_a_key_whose_first_always_fails_holds_back_only_itself_then_moves_on(
     settings.HOMING_RETRY_SCHEDULE = ",".join(["200ms"] * 60)
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: key == "stuck" and n == 0))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker", HOMING_ORDERING_MAX_BLOCK="3s")
     homing("scheduler", HOMING_ORDERING_MAX_BLOCK="3s")
     started = time.monotonic()
@@ -127,7 +126,7 @@ def test_kill_9_of_a_worker_mid_run_never_reorders_a_key(alice, homing, receiver
     settings.HOMING_DELIVERY_TIMEOUT = 2  # leases of the killed worker end ~17 s later
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: False, hold=0.05))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     doomed = homing("worker", name="doomed")
     homing("scheduler")
     keys, per_key = [f"cart-{i}" for i in range(20)], 10
@@ -154,7 +153,7 @@ def test_kill_9_of_a_worker_mid_run_never_reorders_a_key(alice, homing, receiver
 def test_a_batchs_events_of_one_key_arrive_in_batch_order(alice, homing, receiver_factory):
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: False))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     events = [
         {"type": "order.updated", "data": {"k": key, "n": n}, "ordering_key": key}

@@ -21,18 +21,10 @@ from portal.services.sessions import (
     portal_session_create,
     portal_session_exchange,
 )
-from tests.dlq.test_replay import kill
+from tests.factories import dead_letter_of, portal_link_via_api
 from webhooks.models import Endpoint
 
 URL = "http://127.0.0.1:9/hooks"
-
-
-def make_link(actor, owner: str, **extra) -> str:
-    response = actor.client.post(
-        "/api/v1/portal-sessions", {"owner": owner, **extra}, format="json"
-    )
-    assert response.status_code == 201, response.content
-    return response.json()["url"]
 
 
 def open_link(url: str, browser: Client | None = None):
@@ -62,7 +54,7 @@ def shop(alice):
 
 @pytest.fixture
 def carol(alice, shop):
-    browser, answer = open_link(make_link(alice, "carol"))
+    browser, answer = open_link(portal_link_via_api(alice, "carol"))
     assert answer.status_code == 302
     return browser
 
@@ -94,7 +86,7 @@ def test_a_bad_link_request_is_a_400_naming_the_field(alice, body, field):
 
 
 def test_opening_a_link_gives_an_httponly_samesite_cookie_until_it_expires(alice, shop):
-    browser, answer = open_link(make_link(alice, "carol"))
+    browser, answer = open_link(portal_link_via_api(alice, "carol"))
     assert answer.status_code == 302 and answer["Location"] == "/portal/endpoints/"
     cookie = answer.cookies["homing_portal"]
     assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/portal/"
@@ -104,7 +96,7 @@ def test_opening_a_link_gives_an_httponly_samesite_cookie_until_it_expires(alice
 
 
 def test_a_link_works_once(alice, shop):
-    url = make_link(alice, "carol")
+    url = portal_link_via_api(alice, "carol")
     open_link(url)
     browser, again = open_link(url)
     assert again.status_code == 403 and "homing_portal" not in again.cookies
@@ -113,11 +105,11 @@ def test_a_link_works_once(alice, shop):
 
 
 def test_an_expired_or_tampered_link_shows_no_data(alice, shop):
-    url = make_link(alice, "carol")
+    url = portal_link_via_api(alice, "carol")
     PortalSession.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     _, expired = open_link(url)
     assert expired.status_code == 403 and "expired" in expired.content.decode()
-    _, tampered = open_link(make_link(alice, "carol")[:-2] + "xx")
+    _, tampered = open_link(portal_link_via_api(alice, "carol")[:-2] + "xx")
     assert tampered.status_code == 403 and "not valid" in tampered.content.decode()
     for answer in (expired, tampered):
         assert URL not in answer.content.decode() and "homing_portal" not in answer.cookies
@@ -155,7 +147,7 @@ def test_carol_sees_her_endpoint_and_not_daves(carol, shop):
 def test_carol_cannot_change_daves_objects(carol, shop):
     token = csrf_of(carol.get("/portal/endpoints/"))
     daves = Delivery.objects.get(endpoint_id=shop["dave"])
-    letter = kill(daves, "test: dead")
+    letter = dead_letter_of(daves, "test: dead")
     posts = [
         (f"/portal/endpoints/{shop['dave']}/action", {"action": "delete"}),
         (f"/portal/endpoints/{shop['dave']}/action", {"action": "reveal"}),
@@ -270,9 +262,9 @@ def _secret_in(text: str) -> str:
 
 
 def test_a_read_only_session_shows_no_control_and_refuses_changes(alice, shop):
-    browser, _ = open_link(make_link(alice, "carol", read_only=True))
+    browser, _ = open_link(portal_link_via_api(alice, "carol", read_only=True))
     mine = Delivery.objects.get(endpoint_id=shop["carol"])
-    kill(mine, "test: dead")
+    dead_letter_of(mine, "test: dead")
     for path in (
         "/portal/endpoints/",
         f"/portal/endpoints/{shop['carol']}/",
@@ -311,7 +303,7 @@ def test_the_portal_is_not_frameable_unless_configured(carol, settings):
 
 def test_embedded_the_cookie_is_samesite_none_secure_and_partitioned(alice, shop, settings):
     settings.HOMING_PORTAL_FRAME_ANCESTORS = ["https://app.example.com"]
-    _, answer = open_link(make_link(alice, "carol"))
+    _, answer = open_link(portal_link_via_api(alice, "carol"))
     cookie = answer["Set-Cookie"]
     assert re.fullmatch(
         r"homing_portal=[A-Za-z0-9_-]{43}; Max-Age=3[0-9]{3}; Path=/portal/; HttpOnly; "
@@ -369,8 +361,8 @@ def test_an_endpoints_deliveries_page_newest_first_each_once(carol, shop, alice)
 
 
 def test_making_a_link_deletes_sessions_expired_a_day_ago(alice):
-    make_link(alice, "carol")
-    make_link(alice, "carol")
+    portal_link_via_api(alice, "carol")
+    portal_link_via_api(alice, "carol")
     long_ago, recently = PortalSession.objects.order_by("created_at")
     PortalSession.objects.filter(pk=long_ago.pk).update(
         expires_at=timezone.now() - timedelta(days=1, minutes=1)
@@ -378,7 +370,7 @@ def test_making_a_link_deletes_sessions_expired_a_day_ago(alice):
     PortalSession.objects.filter(pk=recently.pk).update(
         expires_at=timezone.now() - timedelta(hours=1)
     )
-    make_link(alice, "dave")
+    portal_link_via_api(alice, "dave")
     assert not PortalSession.objects.filter(pk=long_ago.pk).exists()
     assert PortalSession.objects.filter(pk=recently.pk).exists()  # says "expired" if opened
     assert PortalSession.objects.count() == 2

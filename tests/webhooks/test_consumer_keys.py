@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from deliveries.models import Delivery
-from tests.dlq.test_replay import kill
+from tests.factories import consumer_key_via_api, dead_letter_of
 
 URL = "http://127.0.0.1:9/hooks"
 
@@ -22,12 +22,6 @@ def _client(key: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     return client
-
-
-def consumer_key(actor, owner: str) -> str:
-    response = actor.client.post("/api/v1/consumer-keys", {"owner": owner}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["key"]
 
 
 def test_owner_is_kept_shown_and_filtered(alice):
@@ -85,7 +79,7 @@ def test_another_tenant_cannot_delete_the_key(alice, bob):
 
 
 def test_a_consumer_creates_endpoints_for_its_owner_only(alice):
-    carol = _client(consumer_key(alice, "carol"))
+    carol = _client(consumer_key_via_api(alice, "carol"))
     response = carol.post("/api/v1/endpoints", {"url": URL, "owner": "dave"}, format="json")
     assert response.status_code == 201 and response.json()["owner"] == "carol"
     assert response.json()["secret"].startswith("whsec_")
@@ -99,7 +93,7 @@ def test_a_consumer_creates_endpoints_for_its_owner_only(alice):
 @pytest.mark.parametrize("types", [["homing.*"], ["order.paid", "homing.endpoint.disabled"]])
 def test_a_consumer_cannot_subscribe_to_operational_events(alice, types):
     """They are about every endpoint of the tenant: Dave's URLs and failures to Carol."""
-    carol = _client(consumer_key(alice, "carol"))
+    carol = _client(consumer_key_via_api(alice, "carol"))
     refused = carol.post("/api/v1/endpoints", {"url": URL, "event_types": types}, format="json")
     assert refused.status_code == 400 and "event_types" in refused.json()["errors"]
     made = carol.post("/api/v1/endpoints", {"url": URL}, format="json").json()
@@ -116,7 +110,7 @@ def test_a_consumer_lists_only_its_owners_objects(alice):
     alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "dave"}, format="json")
     alice.client.post("/api/v1/endpoints", {"url": URL}, format="json")
     alice.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
-    carol = _client(consumer_key(alice, "carol"))
+    carol = _client(consumer_key_via_api(alice, "carol"))
     assert [e["id"] for e in carol.get("/api/v1/endpoints").json()["results"]] == [
         mine.json()["id"]
     ]
@@ -205,12 +199,12 @@ def world(alice):
         }
     key = alice.client.post("/api/v1/consumer-keys", {"owner": "dave"}, format="json").json()
     ids["dave_key"] = key["id"]
-    ids["carol"]["key"] = consumer_key(alice, "carol")
+    ids["carol"]["key"] = consumer_key_via_api(alice, "carol")
     return ids
 
 
 def _kill(delivery: Delivery) -> str:
-    return kill(delivery, "test: dead").id
+    return dead_letter_of(delivery, "test: dead").id
 
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
