@@ -93,31 +93,39 @@ def test_forty_keys_arrive_in_order_one_at_a_time_through_random_failures(
     assert sum(len(v) for v in log.arrived.values()) > len(keys) * per_key  # retries happened
 
 
-# Sub-3-second timing that the parallel pass's load breaks: run alone (tests/harness.py).
-@pytest.mark.serial
+# Long enough that the flowing key's five deliveries finish well inside it on a machine
+# loaded to 8 on 2 cores (a 3 s block ran out first there); the test waits on what the
+# receiver and the rows show, and compares no wall-clock time of its own.
+MAX_BLOCK = 20
+
+
 def test_a_key_whose_first_always_fails_holds_back_only_itself_then_moves_on(
     alice, homing, receiver_factory, settings
 ):
-    settings.HOMING_RETRY_SCHEDULE = ",".join(["200ms"] * 60)
+    settings.HOMING_RETRY_SCHEDULE = ",".join(["500ms"] * 120)  # retries outlast the block
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: key == "stuck" and n == 0))
     endpoint_via_api(alice, receiver.url)
-    homing("worker", HOMING_ORDERING_MAX_BLOCK="3s")
-    homing("scheduler", HOMING_ORDERING_MAX_BLOCK="3s")
-    started = time.monotonic()
-    for n in range(5):
+    homing("worker", HOMING_ORDERING_MAX_BLOCK=f"{MAX_BLOCK}s")
+    homing("scheduler", HOMING_ORDERING_MAX_BLOCK=f"{MAX_BLOCK}s")
+    stuck_head = post_keyed(alice, "stuck", 0)
+    post_keyed(alice, "flowing", 0)
+    for n in range(1, 5):
         post_keyed(alice, "stuck", n)
         post_keyed(alice, "flowing", n)
 
-    wait_until(lambda: log.succeeded["flowing"] == list(range(5)), timeout=30)
-    flowed_after = time.monotonic() - started
+    wait_until(lambda: log.succeeded["flowing"] == list(range(5)), timeout=MAX_BLOCK * 3)
+    # The other key did not wait for the stuck one: its head is still being retried.
+    assert not DeadLetter.objects.exists()
     assert log.arrived["stuck"] and set(log.arrived["stuck"]) == {0}  # only its head, so far
 
-    wait_until(lambda: log.succeeded["stuck"] == [1, 2, 3, 4], timeout=30)
-    assert time.monotonic() - started >= 3  # not before the max block
-    assert flowed_after < 3  # the other key did not wait for it
+    wait_until(lambda: log.succeeded["stuck"] == [1, 2, 3, 4], timeout=MAX_BLOCK * 6)
     [letter] = DeadLetter.objects.all()
-    assert letter.reason == "blocked its ordering key for 3s"
+    assert letter.reason == f"blocked its ordering key for {MAX_BLOCK}s"
+    # Not before the max block: it counts from when the head joined its line.
+    head = Delivery.objects.get(pk=stuck_head["deliveries"][0]["id"])
+    assert letter.delivery_id == head.pk
+    assert (letter.dead_at - head.created_at).total_seconds() >= MAX_BLOCK
     # The dead head let the rest of its key go on, in order.
     assert log.overtaken == [f"stuck: {n} before {list(range(1, n))}" for n in range(1, 5)]
 
