@@ -74,7 +74,7 @@ def test_no_module_of_the_suite_imports_a_test_module():
     )
 
 
-def _is_fixture(node: ast.FunctionDef) -> bool:
+def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         if ast.unparse(target) in ("pytest.fixture", "fixture"):
