@@ -13,9 +13,8 @@ from drf_spectacular.generators import EndpointEnumerator
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 from webhooks.models import ConsumerKey, Endpoint, Event
-
-from ..dlq.test_replay import dead_letter_for, make_endpoint
 
 LIST_ROUTES = ["/api/v1/events", "/api/v1/endpoints", "/api/v1/deliveries", "/api/v1/dead-letters"]
 
@@ -30,7 +29,7 @@ def test_a_limit_that_is_not_1_to_250_is_a_400_naming_limit(alice, route, limit)
 
 @pytest.mark.parametrize("route", LIST_ROUTES)
 def test_an_empty_cursor_is_the_first_page(alice, route):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     first = alice.client.get(route).json()
     assert alice.client.get(f"{route}?cursor=").json() == first
 
@@ -55,8 +54,8 @@ def test_a_nul_in_a_filter_is_a_400_naming_the_parameter(alice, route, parameter
 
 
 def test_filters_still_filter(alice):
-    endpoint = make_endpoint(alice)
-    letter = dead_letter_for(alice, endpoint, "order.paid")
+    endpoint = endpoint_id_via_api(alice)
+    letter = dead_letter_via_api(alice, endpoint, "order.paid")
     alice.client.post("/api/v1/events", {"type": "invoice.sent", "data": {}}, format="json")
     assert [
         e["type"] for e in alice.client.get("/api/v1/events?type=order.paid").json()["results"]
@@ -102,7 +101,7 @@ def test_a_nul_or_overlong_path_id_is_not_found(alice, method, route, path_id):
 
 
 def test_reactivating_shows_no_disabled_reason(alice):
-    endpoint_id = make_endpoint(alice)
+    endpoint_id = endpoint_id_via_api(alice)
     Endpoint.objects.filter(pk=endpoint_id).update(is_active=False, disabled_reason="HTTP 410 Gone")
     assert alice.client.get(f"/api/v1/endpoints/{endpoint_id}").json()["disabled_reason"] == (
         "HTTP 410 Gone"
@@ -138,7 +137,7 @@ def test_an_endpoint_field_of_the_wrong_json_type_is_a_400_naming_it(alice, fiel
 
 @pytest.mark.parametrize("body", ["[1, 2]", '"x"', "{not json", '{"secret": "whsec_mine"}'])
 def test_rotate_secret_reads_no_body_whatever_is_sent(alice, body):
-    endpoint_id = make_endpoint(alice)
+    endpoint_id = endpoint_id_via_api(alice)
     old = alice.client.get(f"/api/v1/endpoints/{endpoint_id}/secret").json()["secret"]
     response = alice.client.post(
         f"/api/v1/endpoints/{endpoint_id}/rotate-secret", body, content_type="application/json"
@@ -175,7 +174,7 @@ def test_the_walk_finds_every_route_group():
 @pytest.fixture
 def one_of_each(alice):
     """Alice has an object of every kind, so that routes with a real id reach their filters."""
-    dead_letter_for(alice, make_endpoint(alice))
+    dead_letter_via_api(alice, endpoint_id_via_api(alice))
     alice.client.post("/api/v1/consumer-keys", {"owner": "acme"}, format="json")
     return alice
 

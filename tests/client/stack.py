@@ -210,6 +210,11 @@ class Producer:
             )
             return cur.fetchall()
 
+    def all_sent(self, count: int) -> bool:
+        """Exactly `count` outbox rows, every one sent."""
+        rows = self.rows()
+        return len(rows) == count and all(row["status"] == "sent" for row in rows)
+
     def orders(self) -> list[int]:
         with psycopg.connect(self.dsn) as conn:
             return [row[0] for row in conn.execute("SELECT id FROM orders ORDER BY id")]

@@ -156,7 +156,7 @@ def test_it_waits_a_429_out_as_retry_after_says_then_sends_again(server: Receive
 
     assert Client(base_url(server), "k", backoff=0.01).publish("a.b", {}) == EVENT
 
-    assert 1.0 <= time.monotonic() - started < 2.0  # Retry-After: 1, and a little jitter
+    assert 1.0 <= time.monotonic() - started < 5  # Retry-After: 1, and a little jitter
     assert len(server.requests) == 2 and len(set(keys(server))) == 1
 
 
@@ -177,7 +177,7 @@ def test_a_429_that_lasts_past_retry_for_raises_throttled(server: Receiver) -> N
     with pytest.raises(HomingThrottled) as raised:
         Client(base_url(server), "k", retry_for=2.5).publish("a.b", {}, idempotency_key="k-1")
 
-    assert time.monotonic() - started < 3.5
+    assert time.monotonic() - started < 8  # retry_for=2.5, not on and on
     assert isinstance(raised.value, HomingError)
     assert not isinstance(raised.value, HomingUnavailable)  # nothing was written
     assert raised.value.status == 429 and raised.value.code == "backlog_full"
@@ -216,7 +216,7 @@ def test_it_gives_up_after_retry_for(server: Receiver) -> None:
     with pytest.raises(HomingUnavailable) as raised:
         Client(base_url(server), "k", retry_for=0.6, backoff=0.05).publish("a.b", {})
 
-    assert 0.6 <= time.monotonic() - started < 2
+    assert 0.6 <= time.monotonic() - started < 6  # retry_for=0.6, not on and on
     assert raised.value.status == 503 and raised.value.message == "maintenance"
     assert len(server.requests) >= 3 and len(set(keys(server))) == 1
 

@@ -18,28 +18,18 @@ import pytest
 from homing_client import Client
 
 from tests.client.stack import PRODUCER_SETTINGS, port_is_closed
+from tests.factories import endpoint_via_api
 from tests.processes import ROOT, process_env, wait_until
 from webhooks.models import Event
 
 pytestmark = pytest.mark.e2e
 
 
-def make_endpoint(actor, url: str) -> dict:
-    response = actor.client.post("/api/v1/endpoints", {"url": url}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def all_sent(producer, count: int) -> bool:
-    rows = producer.rows()
-    return len(rows) == count and all(row["status"] == "sent" for row in rows)
-
-
 def test_it_sends_a_committed_event_once_and_nothing_for_a_rolled_back_one(
     alice, homing, homing_api, proxy, producer, receiver_factory
 ):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     producer.start_relay(proxy.url, alice.key)
 
@@ -50,7 +40,7 @@ def test_it_sends_a_committed_event_once_and_nothing_for_a_rolled_back_one(
     (outbox_id,) = committed.json()["outbox_ids"]
 
     (webhook,) = receiver.wait_for(1, timeout=30)
-    wait_until(lambda: all_sent(producer, 1), timeout=10)
+    wait_until(lambda: producer.all_sent(1), timeout=10)
     (row,) = producer.rows()
     assert row["id"] == outbox_id and row["id"] not in rolled_back.json()["rolled_back"]
     assert json.loads(webhook.body)["data"] == {"order_id": producer.orders()[0], "amount": 42}
@@ -104,7 +94,7 @@ def test_a_relay_killed_between_sending_and_marking_creates_no_second_event(
     alice, homing, homing_api, proxy, producer, receiver_factory
 ):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     proxy.hold = 60  # Homing commits and answers; the relay does not hear it
     relay = producer.start_relay(proxy.url, alice.key)
@@ -116,7 +106,7 @@ def test_a_relay_killed_between_sending_and_marking_creates_no_second_event(
 
     proxy.hold = 0
     producer.start_relay(proxy.url, alice.key)
-    wait_until(lambda: all_sent(producer, 1), timeout=20)
+    wait_until(lambda: producer.all_sent(1), timeout=20)
 
     (event,) = Event.objects.all()
     (row,) = producer.rows()
@@ -140,7 +130,7 @@ def test_two_relays_at_once_never_send_a_row_twice(alice, homing_api, proxy, pro
     for _ in range(4):
         outbox_ids += producer.create_orders(count=10).json()["outbox_ids"]
 
-    wait_until(lambda: all_sent(producer, 40), timeout=60)
+    wait_until(lambda: producer.all_sent(40), timeout=60)
     assert Counter(proxy.sent_keys()) == Counter(outbox_ids)  # every row once, none twice
     assert not any(f.replayed for f in proxy.forwarded)
     assert Event.objects.count() == 40
@@ -166,7 +156,7 @@ def test_homing_down_for_ten_seconds_then_back_everything_arrives(
     assert producer.outbox_age() >= 9
 
     homing_api.start()
-    wait_until(lambda: all_sent(producer, 5), timeout=30)
+    wait_until(lambda: producer.all_sent(5), timeout=30)
     assert proxy.sent_keys() == outbox_ids  # in order of creation, each once
     assert Event.objects.count() == 5
     assert producer.outbox_age() == 0.0
@@ -193,7 +183,7 @@ def test_the_celery_task_relays_what_is_pending(alice, homing_api, proxy, produc
     assert result.stdout.splitlines()[-1:] == ["{'sent': 3, 'failed': 0, 'claimed': 3}"], (
         result.stdout + result.stderr
     )
-    assert all_sent(producer, 3)
+    assert producer.all_sent(3)
     assert proxy.sent_keys() == outbox_ids
 
 
@@ -206,7 +196,7 @@ def test_the_relay_is_woken_by_the_commit_and_stops_cleanly_on_sigterm(
 
     committed = time.monotonic()
     producer.create_orders(amount=1)
-    wait_until(lambda: all_sent(producer, 1), timeout=10, interval=0.02)
+    wait_until(lambda: producer.all_sent(1), timeout=10, interval=0.02)
     assert time.monotonic() - committed < 3
 
     stopping = time.monotonic()
@@ -223,7 +213,7 @@ def test_a_slow_homing_cuts_a_batch_short_and_the_rest_follows(alice, homing_api
         proxy.url, alice.key, "--batch-size", "10", "--batch-seconds", "0.5"
     )
 
-    wait_until(lambda: all_sent(producer, 6), timeout=20)
+    wait_until(lambda: producer.all_sent(6), timeout=20)
     assert proxy.sent_keys() == outbox_ids  # still in order of creation, each once
     # Several short transactions (a row or two each), not one of 2.4 s.
     assert relay.log().count("Relayed ") >= 3, relay.log()
@@ -243,5 +233,5 @@ def test_a_wrong_api_key_leaves_rows_pending_instead_of_failing_them(
 
     wrong.stop()
     producer.start_relay(proxy.url, alice.key)  # the operator fixes HOMING_API_KEY
-    wait_until(lambda: all_sent(producer, 2), timeout=20)
+    wait_until(lambda: producer.all_sent(2), timeout=20)
     assert proxy.sent_keys() == outbox_ids

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api
 from tests.processes import wait_until
 from webhooks.models import Event
-
-from .test_outbox_e2e import all_sent, make_endpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.e2e
 def test_two_relays_keep_each_keys_rows_in_commit_order(
     alice, homing_api, proxy, producer, receiver_factory
 ):
-    make_endpoint(alice, receiver_factory().url)
+    endpoint_via_api(alice, receiver_factory().url)
     committed: dict[str, list[str]] = {"cart-a": [], "cart-b": [], "cart-c": []}
     for n in range(45):  # one transaction each, so request order is commit order
         key = list(committed)[n % 3]
@@ -27,7 +26,7 @@ def test_two_relays_keep_each_keys_rows_in_commit_order(
     producer.start_relay(proxy.url, alice.key, "--batch-size", "5")
     producer.start_relay(proxy.url, alice.key, "--batch-size", "5")
 
-    wait_until(lambda: all_sent(producer, 45), timeout=60)
+    wait_until(lambda: producer.all_sent(45), timeout=60)
     sent = list(dict.fromkeys(proxy.sent_keys()))  # the first 202 of each row, in order
     for key, rows in committed.items():
         assert [row for row in sent if row in rows] == rows, key

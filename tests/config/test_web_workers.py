@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import Web
+from tests.processes import Web, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -19,6 +19,7 @@ REQUESTS_EACH = 150
 
 
 def _workers_cpu_seconds(master: int) -> dict[int, float]:
+    # Read only to see the workers settle after start-up, never asserted on.
     children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     used = {}
     for child in map(int, children):
@@ -42,7 +43,32 @@ def _both_workers_waiting(master: int, timeout: float = 60) -> dict[int, float]:
     raise AssertionError(f"the two web workers did not settle: {last}")
 
 
-def _client(port: int, start: threading.Barrier, failures: list[str]) -> None:
+def _connections_held(workers: list[int], port: int) -> dict[int, int]:
+    """How many established connections to `port` each worker process holds, read from
+    /proc: a keep-alive connection stays with the worker that accepted it."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port, state, inode = int(fields[1].split(":")[1], 16), fields[3], fields[9]
+        if local_port == port and state == "01":  # 01: ESTABLISHED
+            inodes.add(f"socket:[{inode}]")
+    held = {}
+    for worker in workers:
+        fds = Path(f"/proc/{worker}/fd")
+        held[worker] = sum(1 for fd in fds.iterdir() if _readlink(fd) in inodes)
+    return held
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return str(path.readlink())
+    except OSError:  # closed meanwhile
+        return ""
+
+
+def _client(
+    port: int, start: threading.Barrier, done: threading.Barrier, failures: list[str]
+) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     start.wait()
     try:
@@ -53,27 +79,34 @@ def _client(port: int, start: threading.Barrier, failures: list[str]) -> None:
             if response.status != 200:
                 failures.append(str(response.status))
     finally:
+        done.wait()  # held open until the test has seen which worker has it
         connection.close()
 
 
 def test_a_pool_of_connections_opened_at_once_is_served_by_every_worker(tmp_path):
     web = Web(tmp_path, "web", threads=2, workers=2)
     try:
-        before = _both_workers_waiting(web.process.pid)
-        start, failures = threading.Barrier(CONNECTIONS), list[str]()
+        workers = list(_both_workers_waiting(web.process.pid))
+        start, done = threading.Barrier(CONNECTIONS), threading.Barrier(CONNECTIONS + 1)
+        failures: list[str] = []
         clients = [
-            threading.Thread(target=_client, args=(web.port, start, failures))
+            threading.Thread(target=_client, args=(web.port, start, done, failures))
             for _ in range(CONNECTIONS)
         ]
         for client in clients:
             client.start()
+        try:
+            wait_until(lambda: done.n_waiting == CONNECTIONS, timeout=120)
+            held = _connections_held(workers, web.port)
+        finally:
+            done.wait()
         for client in clients:
             client.join()
-        after = _workers_cpu_seconds(web.process.pid)
     finally:
         web.process.stop()
     assert failures == []
-    used = sorted(after[pid] - before.get(pid, 0.0) for pid in after)
-    assert len(used) == 2
-    # gthread alone gave one worker all the connections (0% and 85% in the bench).
-    assert used[0] >= 0.25 * sum(used), f"CPU seconds per worker: {used}"
+    assert sum(held.values()) == CONNECTIONS, held
+    # gthread alone gave one worker every connection (0% and 85% CPU in the bench); a
+    # share of each worker's CPU time is not asserted: on a loaded machine it is the
+    # scheduler's, not the worker class's.
+    assert all(count >= 1 for count in held.values()), f"connections per worker: {held}"

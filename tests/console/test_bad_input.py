@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ..dlq.test_replay import dead_letter_for, make_endpoint
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def admin(db) -> Client:
     ],
 )
 def test_an_absurd_date_filter_is_shown_as_a_form_error(admin, alice, query):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     response = admin.get(f"/dead-letters/?{query}")
     assert response.status_code == 200
     body = response.content.decode()
@@ -37,7 +37,7 @@ def test_an_absurd_date_filter_is_shown_as_a_form_error(admin, alice, query):
 
 
 def test_a_sound_date_filter_still_filters(admin, alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     assert letter.id in admin.get("/dead-letters/?dead_before=9998-12-31").content.decode()
     assert letter.id not in admin.get("/dead-letters/?dead_before=2001-01-01").content.decode()
 
@@ -46,7 +46,7 @@ def test_a_sound_date_filter_still_filters(admin, alice):
     "query", ["tenant=%00", "endpoint=a%00", "event_type=%00", "reason=%00", "after=%00", "job=%00"]
 )
 def test_a_nul_in_a_console_filter_is_a_400(admin, alice, query):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     response = admin.get(f"/dead-letters/?{query}")
     assert response.status_code == 400
     assert letter.id not in response.content.decode()
@@ -77,7 +77,7 @@ def test_a_nul_in_an_admin_search_is_a_400(admin):
 
 
 def test_a_nul_in_a_selected_id_is_refused_and_changes_nothing(admin, alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     response = admin.post(
         "/dead-letters/selected", {"action": "replay", "ids": [letter.id, "dl_\x00"]}
     )

@@ -14,9 +14,9 @@ from deliveries.models import Attempt, AttemptMinute, Delivery
 from deliveries.results import SendResult
 from deliveries.worker.claims import deliveries_claim
 from dlq.models import DeadLetter, ReplayJob
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
+from tests.jobs import run_replay_jobs
 from webhooks.models import Endpoint
-
-from ..dlq.test_replay import dead_letter_for, make_endpoint, run_replay_jobs
 
 
 def operator(username: str) -> User:
@@ -55,7 +55,7 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page(db, path):
 
 
 def test_a_logged_in_non_staff_user_gets_a_403_page_without_data(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     nosy = Client()
     nosy.force_login(User.objects.create_user("nosy", "n@example.com", "pw"))
     for path in [*PAGES, f"/deliveries/{letter.delivery_id}/", f"/endpoints/{letter.endpoint_id}/"]:
@@ -85,7 +85,7 @@ def test_pages_carry_security_headers(staff):
 
 
 def test_the_dashboard_shows_figures_and_the_chart(staff, alice):
-    dead_letter_for(alice, make_endpoint(alice))
+    dead_letter_via_api(alice, endpoint_id_via_api(alice))
     from django.utils import timezone
 
     AttemptMinute.objects.create(
@@ -104,10 +104,10 @@ def test_the_dashboard_shows_figures_and_the_chart(staff, alice):
 def test_the_dead_letter_list_filters_and_pages_with_a_keyset(staff, alice, bob, settings):
     from console import selectors
 
-    first = make_endpoint(alice)
-    mine = [dead_letter_for(alice, first, "order.paid") for _ in range(3)]
-    bobs = dead_letter_for(
-        bob, make_endpoint(bob), "invoice.sent", reason="HTTP 500 after 9 attempts"
+    first = endpoint_id_via_api(alice)
+    mine = [dead_letter_via_api(alice, first, "order.paid") for _ in range(3)]
+    bobs = dead_letter_via_api(
+        bob, endpoint_id_via_api(bob), "invoice.sent", reason="HTTP 500 after 9 attempts"
     )
     page = staff.get("/dead-letters/")
     assert all(letter.id in page.content.decode() for letter in [*mine, bobs])
@@ -132,8 +132,11 @@ def test_a_tampered_page_link_is_refused_with_a_message(staff):
 
 
 def test_replay_and_discard_buttons(staff, alice):
-    endpoint = make_endpoint(alice)
-    replay_me, discard_me = dead_letter_for(alice, endpoint), dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    replay_me, discard_me = (
+        dead_letter_via_api(alice, endpoint),
+        dead_letter_via_api(alice, endpoint),
+    )
 
     response = staff.post(
         f"/dead-letters/{replay_me.id}/replay", {"next": "/dead-letters/"}, follow=True
@@ -152,15 +155,15 @@ def test_replay_and_discard_buttons(staff, alice):
 
 
 def test_posts_without_a_csrf_token_change_nothing(csrf_staff, alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     assert csrf_staff.post(f"/dead-letters/{letter.id}/replay").status_code == 403
     letter.refresh_from_db()
     assert letter.replayed_at is None
 
 
 def test_select_many_replay_and_discard(staff, alice):
-    endpoint = make_endpoint(alice)
-    letters = [dead_letter_for(alice, endpoint) for _ in range(3)]
+    endpoint = endpoint_id_via_api(alice)
+    letters = [dead_letter_via_api(alice, endpoint) for _ in range(3)]
     response = staff.post(
         "/dead-letters/selected",
         {"action": "replay", "ids": [letters[0].id, letters[1].id, "dl_nope"]},
@@ -176,9 +179,9 @@ def test_select_many_replay_and_discard(staff, alice):
 
 
 def test_replay_all_matching_starts_a_job_and_a_stale_count_is_refused(staff, alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for _ in range(3):
-        dead_letter_for(alice, endpoint)
+        dead_letter_via_api(alice, endpoint)
     stale = staff.post(
         "/dead-letters/replay-all", {"endpoint": endpoint, "expected": 5}, follow=True
     )
@@ -208,9 +211,9 @@ def test_a_job_finishing_while_the_page_is_drawn_leaves_no_stale_rows_under_it(
     finished the job, then the page read the job. It drew "finished" (so its script did
     not redraw the rows) over rows still "waiting", until reloaded by hand. The window is
     milliseconds wide; here the job finishes right after the rows are read."""
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for _ in range(3):
-        dead_letter_for(alice, endpoint)
+        dead_letter_via_api(alice, endpoint)
     started = staff.post("/dead-letters/replay-all", {"endpoint": endpoint, "expected": 3})
     read_rows = console_selectors.dead_letter_page
 
@@ -229,7 +232,7 @@ def test_a_job_finishing_while_the_page_is_drawn_leaves_no_stale_rows_under_it(
 
 
 def test_the_delivery_page_escapes_untrusted_payload_and_responses(staff, alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     event = alice.client.post(
         "/api/v1/events",
         {"type": "order.paid", "data": {"note": "<script>alert(1)</script>"}},
@@ -260,7 +263,7 @@ def test_unknown_ids_are_the_404_page(staff):
 
 
 def test_the_endpoint_page_activates_deactivates_and_rotates(staff, alice):
-    letter_endpoint = make_endpoint(alice)
+    letter_endpoint = endpoint_id_via_api(alice)
     page = staff.get(f"/endpoints/{letter_endpoint}/").content.decode()
     assert "Deactivate" in page and "Rotate secret" in page
     staff.post(f"/endpoints/{letter_endpoint}/action", {"action": "deactivate"})
@@ -287,7 +290,7 @@ def test_the_endpoint_page_says_what_a_failing_since_beside_0_failures_means(
     is not one of the retryable failures that open the circuit. The page used to show
     "Failing since <time>" beside "Consecutive failures 0", which read as a contradiction."""
     settings.HOMING_CIRCUIT_FAILURES = 7
-    endpoint_id = make_endpoint(alice)
+    endpoint_id = endpoint_id_via_api(alice)
     alice.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
     [delivery] = deliveries_claim(limit=5, policy=current_policy())
     not_found = SendResult(404, None, b"no such hook", None, 1)
@@ -305,7 +308,7 @@ def test_the_endpoint_page_says_what_a_failing_since_beside_0_failures_means(
 
 
 def test_the_endpoint_page_sends_a_test_event_to_that_endpoint_only(staff, alice):
-    endpoint_id = make_endpoint(alice)
+    endpoint_id = endpoint_id_via_api(alice)
     page = staff.post(f"/endpoints/{endpoint_id}/action", {"action": "test"}, follow=True)
     assert "Test event sent" in page.content.decode()
     [delivery] = Delivery.objects.filter(endpoint_id=endpoint_id, event__type="homing.test")
@@ -313,7 +316,7 @@ def test_the_endpoint_page_sends_a_test_event_to_that_endpoint_only(staff, alice
 
 
 def test_the_tenants_page_lists_tenants_and_their_endpoints(staff, alice, bob):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     body = staff.get("/tenants/").content.decode()
     assert alice.tenant.name in body and bob.tenant.name in body and "127.0.0.1:9/h" in body
 
@@ -326,9 +329,9 @@ def test_a_reason_filter_counts_only_up_to_a_cap(staff, alice, monkeypatch):
     from console import selectors
 
     monkeypatch.setattr(selectors, "REASON_COUNT_CAP", 2)
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for _ in range(4):
-        dead_letter_for(alice, endpoint, reason="HTTP 503 after 9 attempts")
+        dead_letter_via_api(alice, endpoint, reason="HTTP 503 after 9 attempts")
     body = staff.get("/dead-letters/", {"reason": "503"}).content.decode()
     assert "More than 2 waiting" in body.replace("</strong>", "")  # a capped count
     staff.post("/dead-letters/replay-all", {"reason": "503", "expected": 3})

@@ -16,9 +16,8 @@ from django.test import Client
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter, ReplayJob
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 from webhooks.models import Endpoint, Event
-
-from ..dlq.test_replay import dead_letter_for, make_endpoint
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,8 @@ class Action:
 
 @pytest.fixture
 def scene(alice) -> Scene:
-    active, inactive = make_endpoint(alice), make_endpoint(alice)
-    letter = dead_letter_for(alice, active)
+    active, inactive = endpoint_id_via_api(alice), endpoint_id_via_api(alice)
+    letter = dead_letter_via_api(alice, active)
     Endpoint.objects.filter(pk=inactive).update(is_active=False)
     return Scene(letter=letter, active_endpoint=active, inactive_endpoint=inactive)
 

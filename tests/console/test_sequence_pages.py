@@ -9,8 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from deliveries.models import Delivery
-
-from ..dlq.test_replay import make_endpoint
+from tests.factories import endpoint_id_via_api
 
 
 @pytest.fixture
@@ -21,7 +20,7 @@ def staff(db) -> Client:
 
 
 def test_the_endpoint_and_delivery_pages_show_sequences(staff, alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     events = [
         alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
         for _ in range(3)
@@ -37,7 +36,7 @@ def test_the_endpoint_and_delivery_pages_show_sequences(staff, alice):
 
 
 def test_the_delivery_page_says_what_a_waiting_delivery_waits_for(staff, alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     first, second = (
         alice.client.post(
             "/api/v1/events",

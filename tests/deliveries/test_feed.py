@@ -13,7 +13,7 @@ from django.utils import timezone
 from deliveries import selectors
 from deliveries.models import Delivery
 from dlq.services.retention import retention_purge
-from tests.deliveries.intake.test_sequences import make_endpoint
+from tests.factories import endpoint_id_via_api
 from webhooks.models import Event
 
 
@@ -28,7 +28,7 @@ def feed(actor, endpoint, **query):
 
 
 def test_the_feed_lists_every_delivery_after_a_sequence_in_order(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     events = [post(alice, n) for n in range(5)]
     Delivery.objects.filter(event_id=events[1]["id"]).update(status="dead", next_attempt_at=None)
     Delivery.objects.filter(event_id=events[2]["id"]).update(
@@ -55,7 +55,7 @@ def test_the_feed_lists_every_delivery_after_a_sequence_in_order(alice):
 
 
 def test_following_next_after_visits_each_message_once_and_ends(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     alice.client.post(
         "/api/v1/events/batch",
         {"events": [{"type": "a.b", "data": {"n": n}} for n in range(23)]},
@@ -80,7 +80,7 @@ def test_following_next_after_visits_each_message_once_and_ends(alice):
 
 
 def test_the_feed_reads_through_the_sequence_index_not_the_backlog(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     alice.client.post(
         "/api/v1/events/batch",
         {"events": [{"type": "a.b", "data": {}} for _ in range(50)]},
@@ -101,7 +101,7 @@ def test_the_feed_reads_through_the_sequence_index_not_the_backlog(alice):
 
 def test_a_page_stops_at_its_byte_budget_but_always_moves_on(alice, monkeypatch):
     monkeypatch.setattr(selectors, "FEED_MAX_BYTES", 3000)
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for n in range(4):
         alice.client.post(
             "/api/v1/events", {"type": "a.b", "data": {"n": n, "pad": "x" * 1200}}, format="json"
@@ -119,7 +119,7 @@ def test_a_page_of_compressible_events_stays_within_its_byte_budget(alice, setti
     # 200 KB of one repeated character is stored compressed in a few KB: weighed by its
     # stored size, all 25 events (5 MB) came in one page.
     settings.HOMING_MAX_PAYLOAD_BYTES = 300_000
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     events = [{"type": "a.b", "data": {"n": n, "blob": "a" * 200_000}} for n in range(25)]
     assert (
         alice.client.post("/api/v1/events/batch", {"events": events}, format="json").status_code
@@ -154,14 +154,14 @@ def test_a_page_of_compressible_events_stays_within_its_byte_budget(alice, setti
     ],
 )
 def test_bad_parameters_are_a_400_naming_them(alice, query, field):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     response = feed(alice, endpoint, **query)
     assert response.status_code == 400
     assert field in response.json()["errors"]
 
 
 def test_another_tenants_endpoint_is_not_found(alice, bob):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     post(alice, 1)
     assert feed(bob, endpoint).status_code == 404
     assert feed(bob, "ep_nope").status_code == 404
@@ -169,7 +169,7 @@ def test_another_tenants_endpoint_is_not_found(alice, bob):
 
 
 def test_after_retention_the_feed_answers_410_with_the_oldest_sequence(alice, settings):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     events = [post(alice, n) for n in range(4)]
     Delivery.objects.filter(endpoint_id=endpoint).update(status="succeeded", next_attempt_at=None)
     long_ago = timezone.now() - timedelta(days=60)

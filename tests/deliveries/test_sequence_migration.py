@@ -8,9 +8,8 @@ from django.utils import timezone
 
 from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery, SequenceCounter
+from tests.migrations import latest, migrate
 from webhooks.models import Tenant
-
-from ..webhooks.test_migrations import latest, migrate
 
 BEFORE = [("deliveries", "0007_delivery_due_by_time"), ("webhooks", "0006_routing_version")]
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from .test_replay import dead_letter_for, make_endpoint
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_there_is_no_add_for_platform_made_rows(superuser, model):
 
 
 def test_lists_show_tenant_and_endpoint_url(superuser, alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     for path in ["/admin/dlq/deadletter/", "/admin/deliveries/delivery/"]:
         body = superuser.get(path).content.decode()
         assert alice.tenant.name in body and "http://127.0.0.1:9/h" in body

@@ -7,13 +7,12 @@ from django.test import Client
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-
-from .test_replay import dead_letter_for, make_endpoint
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 
 
 def test_staff_replay_selected_dead_letters_from_the_admin(alice):
-    endpoint = make_endpoint(alice)
-    fresh, already = dead_letter_for(alice, endpoint), dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    fresh, already = dead_letter_via_api(alice, endpoint), dead_letter_via_api(alice, endpoint)
     DeadLetter.objects.filter(pk=already.pk).update(replayed_at=already.dead_at)
     staff = Client()
     staff.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
@@ -38,7 +37,7 @@ def test_staff_replay_selected_dead_letters_from_the_admin(alice):
 
 
 def test_the_replay_action_needs_a_staff_login(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     response = Client().post(
         "/admin/dlq/deadletter/", {"action": "replay", "_selected_action": [letter.pk]}
     )

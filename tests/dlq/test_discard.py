@@ -6,12 +6,11 @@ from deliveries.models import Delivery
 from dlq.models import DeadLetter
 from dlq.services import discard
 from dlq.services.discard import NotDiscardable, dead_letter_discard, dead_letters_discard
-
-from .test_replay import dead_letter_for, make_endpoint
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 
 
 def test_it_discards_one_dead_letter_and_the_delivery_stays_dead(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
 
     response = alice.client.delete(f"/api/v1/dead-letters/{letter.id}")
 
@@ -26,7 +25,7 @@ def test_it_discards_one_dead_letter_and_the_delivery_stays_dead(alice):
 
 
 def test_bob_cannot_discard_alices_dead_letter(alice, bob):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     assert bob.client.delete(f"/api/v1/dead-letters/{letter.id}").status_code == 404
     assert bob.client.post(
         "/api/v1/dead-letters/discard", {"ids": [letter.id]}, format="json"
@@ -36,9 +35,12 @@ def test_bob_cannot_discard_alices_dead_letter(alice, bob):
 
 
 def test_it_discards_in_bulk_by_filter(alice):
-    first, second = make_endpoint(alice), make_endpoint(alice)
-    paid = [dead_letter_for(alice, first, "order.paid") for _ in range(3)]
-    kept = [dead_letter_for(alice, second, "order.paid"), dead_letter_for(alice, first, "x.y")]
+    first, second = endpoint_id_via_api(alice), endpoint_id_via_api(alice)
+    paid = [dead_letter_via_api(alice, first, "order.paid") for _ in range(3)]
+    kept = [
+        dead_letter_via_api(alice, second, "order.paid"),
+        dead_letter_via_api(alice, first, "x.y"),
+    ]
 
     response = alice.client.post(
         "/api/v1/dead-letters/discard",
@@ -59,15 +61,15 @@ def test_bulk_discard_refuses_a_bad_filter(alice):
 
 def test_bulk_discard_works_in_small_batches(alice, monkeypatch):
     monkeypatch.setattr(discard, "DISCARD_BATCH", 2)
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for _ in range(5):
-        dead_letter_for(alice, endpoint)
+        dead_letter_via_api(alice, endpoint)
     assert dead_letters_discard(criteria={"tenant": alice.tenant.pk}) == 5
     assert not DeadLetter.objects.filter(discarded_at__isnull=True).exists()
 
 
 def test_a_second_discard_of_the_same_letter_is_told(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     dead_letter_discard(dead_letter=letter)
     try:
         dead_letter_discard(dead_letter=letter)

@@ -1,10 +1,13 @@
-"""One selector per question (STYLE habit 15): the dead-letter API lists what
-dlq.selectors.dead_letters_matching matches (the selector the console and bulk replay
-use), and the console's dashboard shows the queue gauges /metrics exposes."""
+"""One selector per question (STYLE habit 15): the dead-letter API (for a tenant and
+for a consumer), the console's and the portal's dead-letter pages all list exactly the
+letters the test itself expects, so a wrong selector fails here whoever calls it; and
+the console's dashboard shows the queue gauges /metrics exposes."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,12 +20,15 @@ from deliveries.models import Delivery
 from dlq.api import views as dlq_views
 from dlq.models import DeadLetter
 from dlq.selectors import QueueGauges, dead_letters_matching
+from tests.factories import (
+    consumer_key_via_api,
+    dead_letter_via_api,
+    endpoint_id_via_api,
+    portal_link_via_api,
+)
 from webhooks.models import Endpoint
-from webhooks.scope import Scope
 
-from ..dlq.test_replay import dead_letter_for, make_endpoint
-from ..webhooks.test_consumer_keys import consumer_key
-
+# Each query as the API takes it; the console's form spells `replayed` yes/no.
 FILTERS = [
     {},
     {"event_type": "invoice.sent"},
@@ -32,51 +38,130 @@ FILTERS = [
 ]
 
 
+@dataclass(frozen=True)
+class Letter:
+    """What the test made, written down by the test: the expectation, not a query."""
+
+    id: str
+    tenant: str
+    owner: str | None
+    endpoint: str
+    event_type: str
+    dead_at: datetime
+    replayed: bool = False
+    discarded: bool = False
+
+
+def expected(letters, *, tenant=None, owner=None, endpoint=None, event_type=None, replayed=None):
+    """The ids a listing must show, newest first, worked out from the test's own notes."""
+    kept = [
+        letter
+        for letter in letters
+        if not letter.discarded
+        and tenant in (None, letter.tenant)
+        and owner in (None, letter.owner)
+        and endpoint in (None, letter.endpoint)
+        and event_type in (None, letter.event_type)
+        and replayed in (None, letter.replayed)
+    ]
+    return [letter.id for letter in sorted(kept, key=lambda x: (x.dead_at, x.id), reverse=True)]
+
+
+def _replayed(value: str | None) -> bool | None:
+    return None if value is None else value in ("true", "1")
+
+
 def _ids(response):
     assert response.status_code == 200, response.content
     return [item["id"] for item in response.json()["results"]]
 
 
-def _criteria(query):
-    # What each ?name= means in dlq.selectors.Criteria.
-    criteria = dict(query)
-    if "replayed" in criteria:
-        criteria["replayed"] = criteria["replayed"] in ("true", "1")
-    return criteria
-
-
 @pytest.fixture
 def queue(alice, bob):
     """alice: letters on her own endpoint and on carol's (one replayed, one discarded);
-    bob: one letter that alice must never see."""
-    own = make_endpoint(alice)
-    carols = alice.client.post(
-        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/c", "owner": "carol"}, format="json"
-    ).json()["id"]
-    dead_letter_for(alice, own, "order.paid")
-    dead_letter_for(alice, carols, "order.paid")
-    dead_letter_for(alice, carols, "invoice.sent")
-    replayed = dead_letter_for(alice, own, "invoice.sent")
-    DeadLetter.objects.filter(pk=replayed.pk).update(replayed_at=timezone.now())
-    discarded = dead_letter_for(alice, carols, "order.paid")
-    DeadLetter.objects.filter(pk=discarded.pk).update(discarded_at=timezone.now())
-    dead_letter_for(bob, make_endpoint(bob), "order.paid")
-    return {"own": own, "carols": carols}
+    bob: one letter that alice must never see. Each died a minute after the one before."""
+    own = endpoint_id_via_api(alice)
+    carols = endpoint_id_via_api(alice, "http://127.0.0.1:9/c", owner="carol")
+    bobs = endpoint_id_via_api(bob)
+    start = timezone.now() - timedelta(hours=1)
+    made = [
+        (alice, own, None, "order.paid", {}),
+        (alice, carols, "carol", "order.paid", {}),
+        (alice, carols, "carol", "invoice.sent", {}),
+        (alice, own, None, "invoice.sent", {"replayed": True}),
+        (alice, carols, "carol", "order.paid", {"discarded": True}),
+        (bob, bobs, None, "order.paid", {}),
+    ]
+    letters = []
+    for n, (actor, endpoint, owner, event_type, state) in enumerate(made):
+        dead_at = start + timedelta(minutes=n)
+        row = dead_letter_via_api(actor, endpoint, event_type)
+        DeadLetter.objects.filter(pk=row.pk).update(
+            dead_at=dead_at,
+            replayed_at=dead_at if state.get("replayed") else None,
+            discarded_at=dead_at if state.get("discarded") else None,
+        )
+        letters.append(
+            Letter(row.pk, actor.tenant.pk, owner, endpoint, event_type, dead_at, **state)
+        )
+    return {"own": own, "carols": carols, "bobs": bobs, "letters": letters}
 
 
 @pytest.mark.parametrize("query", FILTERS)
-def test_the_api_lists_what_the_selector_matches_for_a_tenant_and_a_consumer(alice, queue, query):
+def test_the_api_lists_the_letters_the_test_expects_for_a_tenant_and_a_consumer(
+    alice, queue, query
+):
     carol = APIClient()
-    carol.credentials(HTTP_AUTHORIZATION=f"Bearer {consumer_key(alice, 'carol')}")
-    for client, scope in (
-        (alice.client, Scope(tenant=alice.tenant)),
-        (carol, Scope(tenant=alice.tenant, owner="carol")),
-    ):
-        for endpoint in (None, queue["own"], queue["carols"]):
+    carol.credentials(HTTP_AUTHORIZATION=f"Bearer {consumer_key_via_api(alice, 'carol')}")
+    for client, owner in ((alice.client, None), (carol, "carol")):
+        for endpoint in (None, queue["own"], queue["carols"], queue["bobs"]):
             params = {**query, **({"endpoint": endpoint} if endpoint else {})}
-            selected = dead_letters_matching(criteria=scope.criteria(**_criteria(params)))
-            expected = list(selected.order_by("-dead_at", "-id").values_list("id", flat=True))
-            assert _ids(client.get("/api/v1/dead-letters", params)) == expected, (scope, params)
+            want = expected(
+                queue["letters"],
+                tenant=alice.tenant.pk,
+                owner=owner,
+                endpoint=endpoint,
+                event_type=query.get("event_type"),
+                replayed=_replayed(query.get("replayed")),
+            )
+            assert _ids(client.get("/api/v1/dead-letters", params)) == want, (owner, params)
+    # The fixture is not empty-handed: a wrong filter cannot pass on two empty lists.
+    assert len(expected(queue["letters"], tenant=alice.tenant.pk)) == 4
+
+
+@pytest.mark.parametrize("query", FILTERS)
+def test_the_console_lists_the_letters_the_test_expects(alice, bob, queue, query):
+    staff = Client()
+    staff.force_login(User.objects.create_user("olivia", "o@example.com", "pw", is_staff=True))
+    replayed = _replayed(query.get("replayed"))
+    form = {**query, "replayed": {None: "", True: "yes", False: "no"}[replayed]}
+    for tenant in (None, alice.tenant.pk, bob.tenant.pk):
+        for endpoint in (None, queue["own"], queue["carols"]):
+            params = {**form, "tenant": tenant or "", "endpoint": endpoint or ""}
+            page = staff.get("/dead-letters/", params)
+            assert page.status_code == 200
+            shown = re.findall(r'<tr id="([^"]+)"', page.content.decode())
+            want = expected(
+                queue["letters"],
+                tenant=tenant,
+                endpoint=endpoint,
+                event_type=query.get("event_type"),
+                replayed=replayed,
+            )
+            assert shown == want, params
+
+
+def test_the_portal_lists_the_letters_the_test_expects(alice, queue):
+    carol = Client()
+    token = portal_link_via_api(alice, "carol").split("#", 1)[1]
+    assert carol.post("/portal/session", {"link": token}).status_code in (200, 302)
+    page = carol.get(f"/portal/endpoints/{queue['carols']}/dead-letters/")
+    assert page.status_code == 200
+    shown = re.findall(r'data-letter="([^"]+)"', page.content.decode())
+    assert shown == expected(queue["letters"], owner="carol", endpoint=queue["carols"])
+    assert len(shown) == 2
+    # alice's own endpoint is not carol's: the portal does not show it at all.
+    assert carol.get(f"/portal/endpoints/{queue['own']}/dead-letters/").status_code == 404
 
 
 def test_the_api_filters_through_the_selector(alice, queue, monkeypatch):

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-
-from .test_replay import dead_letter_for, make_endpoint, run_replay_jobs
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
+from tests.jobs import run_replay_jobs
 
 
 def recover(actor, endpoint, **window):
@@ -23,12 +23,14 @@ def died_at(letter: DeadLetter, moment) -> DeadLetter:
 
 
 def test_recover_replays_exactly_the_dead_deliveries_of_the_window(alice):
-    endpoint, other = make_endpoint(alice), make_endpoint(alice)
+    endpoint, other = endpoint_id_via_api(alice), endpoint_id_via_api(alice)
     now = timezone.now()
-    before = died_at(dead_letter_for(alice, endpoint), now - timedelta(hours=5))
-    inside = [died_at(dead_letter_for(alice, endpoint), now - timedelta(hours=h)) for h in (3, 2)]
-    after = died_at(dead_letter_for(alice, endpoint), now - timedelta(minutes=30))
-    elsewhere = died_at(dead_letter_for(alice, other), now - timedelta(hours=2))
+    before = died_at(dead_letter_via_api(alice, endpoint), now - timedelta(hours=5))
+    inside = [
+        died_at(dead_letter_via_api(alice, endpoint), now - timedelta(hours=h)) for h in (3, 2)
+    ]
+    after = died_at(dead_letter_via_api(alice, endpoint), now - timedelta(minutes=30))
+    elsewhere = died_at(dead_letter_via_api(alice, other), now - timedelta(hours=2))
 
     response = recover(
         alice, endpoint, since=now - timedelta(hours=4), until=now - timedelta(hours=1)
@@ -48,8 +50,8 @@ def test_recover_replays_exactly_the_dead_deliveries_of_the_window(alice):
 
 
 def test_recover_without_until_runs_to_now(alice):
-    endpoint = make_endpoint(alice)
-    recent = dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    recent = dead_letter_via_api(alice, endpoint)
     response = recover(alice, endpoint, since=timezone.now() - timedelta(days=1))
     assert response.json() == {"replayed": 1}
     run_replay_jobs()
@@ -57,7 +59,7 @@ def test_recover_without_until_runs_to_now(alice):
 
 
 def test_recover_refuses_a_bad_window_and_another_tenants_endpoint(alice, bob):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     now = timezone.now()
     backwards = recover(alice, endpoint, since=now, until=now - timedelta(hours=1))
     assert backwards.status_code == 400 and "until" in backwards.json()["errors"]
@@ -67,8 +69,8 @@ def test_recover_refuses_a_bad_window_and_another_tenants_endpoint(alice, bob):
 
 
 def test_recover_on_a_deactivated_endpoint_says_to_activate_it(alice):
-    endpoint = make_endpoint(alice)
-    dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    dead_letter_via_api(alice, endpoint)
     alice.client.patch(f"/api/v1/endpoints/{endpoint}", {"is_active": False}, format="json")
     response = recover(alice, endpoint, since=timezone.now() - timedelta(days=1))
     assert response.status_code == 409

@@ -4,45 +4,16 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from deliveries.lifecycle.in_hand import in_hand_of
 from deliveries.models import Delivery
-from dlq.models import DeadLetter, ReplayJob
-from dlq.services.dead_letters import dead_letters_create
-from dlq.services.replay_jobs import replay_job_run
-
-
-def run_replay_jobs() -> None:
-    for job_id in ReplayJob.objects.filter(status="running").values_list("pk", flat=True):
-        replay_job_run(job_id=job_id)
-
-
-def kill(delivery: Delivery, reason: str) -> DeadLetter:
-    Delivery.objects.filter(pk=delivery.pk).update(
-        status="dead", next_attempt_at=None, attempt_count=3
-    )
-    delivery.refresh_from_db()
-    dead_letters_create(deliveries=[in_hand_of(delivery)], reasons=[reason], dead_at=timezone.now())
-    return DeadLetter.objects.get(delivery=delivery, replayed_at__isnull=True)
-
-
-def dead_letter_for(actor, endpoint_id, event_type="order.paid", reason="HTTP 404"):
-    event = actor.client.post(
-        "/api/v1/events", {"type": event_type, "data": {}}, format="json"
-    ).json()
-    delivery = Delivery.objects.get(event_id=event["id"], endpoint_id=endpoint_id)
-    return kill(delivery, reason)
-
-
-def make_endpoint(actor):
-    return actor.client.post(
-        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json"
-    ).json()["id"]
+from dlq.models import DeadLetter
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
+from tests.jobs import run_replay_jobs
 
 
 def test_it_lists_dead_letters_with_filters(alice):
-    first, second = make_endpoint(alice), make_endpoint(alice)
-    a = dead_letter_for(alice, first, "order.paid")
-    b = dead_letter_for(alice, second, "invoice.sent")
+    first, second = endpoint_id_via_api(alice), endpoint_id_via_api(alice)
+    a = dead_letter_via_api(alice, first, "order.paid")
+    b = dead_letter_via_api(alice, second, "invoice.sent")
     listed = alice.client.get("/api/v1/dead-letters").json()["results"]
     assert [item["id"] for item in listed] == [b.id, a.id]
     assert set(listed[0]) == {
@@ -67,8 +38,8 @@ def test_it_lists_dead_letters_with_filters(alice):
 
 
 def test_replay_starts_a_fresh_schedule_and_keeps_the_dead_letter(alice):
-    endpoint = make_endpoint(alice)
-    letter = dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    letter = dead_letter_via_api(alice, endpoint)
     response = alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay")
     assert response.status_code == 202
     delivery = Delivery.objects.get(pk=letter.delivery_id)
@@ -81,11 +52,11 @@ def test_replay_starts_a_fresh_schedule_and_keeps_the_dead_letter(alice):
 
 
 def test_bulk_replay_by_filter_replays_only_matching_waiting_letters(alice, bob):
-    first, second = make_endpoint(alice), make_endpoint(alice)
-    paid = [dead_letter_for(alice, first, "order.paid") for _ in range(3)]
-    other = dead_letter_for(alice, second, "order.paid")
-    sent = dead_letter_for(alice, first, "invoice.sent")
-    bobs = dead_letter_for(bob, make_endpoint(bob), "order.paid")
+    first, second = endpoint_id_via_api(alice), endpoint_id_via_api(alice)
+    paid = [dead_letter_via_api(alice, first, "order.paid") for _ in range(3)]
+    other = dead_letter_via_api(alice, second, "order.paid")
+    sent = dead_letter_via_api(alice, first, "invoice.sent")
+    bobs = dead_letter_via_api(bob, endpoint_id_via_api(bob), "order.paid")
 
     response = alice.client.post(
         "/api/v1/dead-letters/replay",
@@ -109,8 +80,8 @@ def test_bulk_replay_by_filter_replays_only_matching_waiting_letters(alice, bob)
 
 
 def test_an_inactive_endpoints_letters_wait_until_it_is_active(alice):
-    endpoint = make_endpoint(alice)
-    letter = dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    letter = dead_letter_via_api(alice, endpoint)
     alice.client.patch(f"/api/v1/endpoints/{endpoint}", {"is_active": False}, format="json")
     response = alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay")
     assert response.status_code == 409 and "deactivated" in response.json()["message"]
@@ -119,8 +90,8 @@ def test_an_inactive_endpoints_letters_wait_until_it_is_active(alice):
 
 
 def test_retry_now_gives_a_dead_delivery_one_more_attempt(alice):
-    endpoint = make_endpoint(alice)
-    letter = dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    letter = dead_letter_via_api(alice, endpoint)
     response = alice.client.post(f"/api/v1/deliveries/{letter.delivery_id}/retry")
     assert response.status_code == 202 and response.json()["status"] == "pending"
     delivery = Delivery.objects.get(pk=letter.delivery_id)
@@ -128,7 +99,7 @@ def test_retry_now_gives_a_dead_delivery_one_more_attempt(alice):
 
 
 def test_another_tenants_dead_letters_and_deliveries_are_404(alice, bob):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     assert bob.client.get("/api/v1/dead-letters").json()["results"] == []
     assert bob.client.post(f"/api/v1/dead-letters/{letter.id}/replay").status_code == 404
     assert bob.client.get(f"/api/v1/deliveries/{letter.delivery_id}").status_code == 404

@@ -19,13 +19,12 @@ from dlq.services.replay_jobs import (
     replay_job_run_batch,
     replay_jobs_resume,
 )
-
-from .test_replay import dead_letter_for, make_endpoint
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 
 
 def test_bulk_replay_answers_with_the_count_and_replays_nothing_yet(alice):
-    endpoint = make_endpoint(alice)
-    letters = [dead_letter_for(alice, endpoint) for _ in range(4)]
+    endpoint = endpoint_id_via_api(alice)
+    letters = [dead_letter_via_api(alice, endpoint) for _ in range(4)]
 
     response = alice.client.post("/api/v1/dead-letters/replay", {}, format="json")
 
@@ -37,8 +36,8 @@ def test_bulk_replay_answers_with_the_count_and_replays_nothing_yet(alice):
 
 def test_a_job_works_in_batches_and_saves_its_progress(alice, monkeypatch):
     monkeypatch.setattr(replay_jobs, "REPLAY_BATCH", 2)
-    endpoint = make_endpoint(alice)
-    letters = [dead_letter_for(alice, endpoint) for _ in range(5)]
+    endpoint = endpoint_id_via_api(alice)
+    letters = [dead_letter_via_api(alice, endpoint) for _ in range(5)]
     job = replay_job_create(criteria={"tenant": alice.tenant.pk})
 
     assert replay_job_run_batch(job_id=job.pk) is True
@@ -54,9 +53,9 @@ def test_a_job_works_in_batches_and_saves_its_progress(alice, monkeypatch):
 
 def test_a_job_is_finished_by_its_last_batch_not_a_later_empty_one(alice, monkeypatch):
     monkeypatch.setattr(replay_jobs, "REPLAY_BATCH", 2)
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for _ in range(3):
-        dead_letter_for(alice, endpoint)
+        dead_letter_via_api(alice, endpoint)
     job = replay_job_create(criteria={"tenant": alice.tenant.pk})
 
     assert replay_job_run_batch(job_id=job.pk) is True  # 2 of 3
@@ -68,10 +67,10 @@ def test_a_job_is_finished_by_its_last_batch_not_a_later_empty_one(alice, monkey
 
 
 def test_a_job_leaves_out_letters_that_died_after_it_was_asked_for(alice):
-    endpoint = make_endpoint(alice)
-    before = dead_letter_for(alice, endpoint)
+    endpoint = endpoint_id_via_api(alice)
+    before = dead_letter_via_api(alice, endpoint)
     job = replay_job_create(criteria={"tenant": alice.tenant.pk})
-    after = dead_letter_for(alice, endpoint)
+    after = dead_letter_via_api(alice, endpoint)
     replay_job_run(job_id=job.pk)
     assert Delivery.objects.get(pk=before.delivery_id).status == "pending"
     assert Delivery.objects.get(pk=after.delivery_id).status == "dead"
@@ -85,7 +84,7 @@ def test_nothing_to_replay_makes_a_finished_job(alice):
 def test_a_stalled_job_is_published_again(alice, monkeypatch):
     published: list[str] = []
     monkeypatch.setattr(replay_jobs, "replay_job_publish", lambda job_id: published.append(job_id))
-    dead_letter_for(alice, make_endpoint(alice))
+    dead_letter_via_api(alice, endpoint_id_via_api(alice))
     job = replay_job_create(criteria={"tenant": alice.tenant.pk})
     assert replay_jobs_resume() == 0
     ReplayJob.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
@@ -94,7 +93,7 @@ def test_a_stalled_job_is_published_again(alice, monkeypatch):
 
 
 def test_replay_of_a_delivery_already_pending_is_refused_and_changes_nothing(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     Delivery.objects.filter(pk=letter.delivery_id).update(status="succeeded", next_attempt_at=None)
     with pytest.raises(NotReplayable, match="already succeeded"):
         dead_letter_replay(dead_letter=letter)
@@ -104,7 +103,7 @@ def test_replay_of_a_delivery_already_pending_is_refused_and_changes_nothing(ali
 
 
 def test_the_api_refuses_a_replay_of_a_delivery_already_pending(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     alice.client.post(f"/api/v1/deliveries/{letter.delivery_id}/retry")
     response = alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay")
     assert response.status_code == 409
@@ -115,7 +114,7 @@ def test_the_api_refuses_a_replay_of_a_delivery_already_pending(alice):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_staff_replaying_one_letter_at_once_make_one_replay(alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     start, outcomes = threading.Barrier(2), []
 
     def replay() -> None:

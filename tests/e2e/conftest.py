@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS
 from tests.processes import Process, start_scheduler, start_worker
 from tests.receivers import Behaviour, Receiver
 
@@ -20,6 +22,20 @@ def receiver_factory() -> Iterator[Callable[..., Receiver]]:
     yield make
     for receiver in started:
         receiver.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """Headless Chromium (Playwright); skips the test where Debian's chromium is missing."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture

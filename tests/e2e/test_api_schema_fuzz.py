@@ -18,7 +18,7 @@ import pytest
 
 from deliveries.intake.creation import deliveries_create_for_event
 from deliveries.models import Delivery
-from tests.dlq.test_replay import kill
+from tests.factories import dead_letter_of
 from tests.processes import Web, process_env
 from webhooks.models import Event
 from webhooks.services.endpoints import endpoint_create
@@ -63,7 +63,7 @@ def a_tenant_with_dead_letters() -> str:
         event = Event.objects.create(tenant=tenant, type="order.paid", data={"n": number})
         deliveries_create_for_event(event=event, endpoints=[endpoint])
     for delivery in Delivery.objects.filter(tenant=tenant)[:2]:
-        kill(delivery, "HTTP 404 (not retryable)")
+        dead_letter_of(delivery, "HTTP 404 (not retryable)")
     return key
 
 

@@ -20,10 +20,9 @@ from homing_receiver import (
     sequence_from_headers,
 )
 
+from tests.factories import endpoint_via_api
 from tests.processes import Web, wait_until
 from tests.receivers import Answer
-
-from .test_delivery import make_endpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +64,7 @@ def test_a_receiver_that_dropped_every_seventh_webhook_catches_up_exactly_once(
         return Answer(200)
 
     receiver = receiver_factory(behave)
-    endpoint = make_endpoint(alice, receiver.url)
+    endpoint = endpoint_via_api(alice, receiver.url)
     checker.append(Webhook(endpoint["secret"]))
     tracker = SequenceTracker(store, endpoint["id"])
     homing("worker")

@@ -11,10 +11,9 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
+from tests.factories import delivery_of, endpoint_via_api, event_via_api
 from tests.harness import FAKETIME_LIBRARY
 from tests.processes import wait_until
-
-from .test_delivery import delivery_of, make_endpoint, send_event
 
 pytestmark = pytest.mark.e2e
 
@@ -46,9 +45,9 @@ def test_a_worker_ten_minutes_ahead_signs_webhooks_receivers_accept(
 
     settings.HOMING_RETRY_SCHEDULE = "1s,1s,1s"
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url)
+    endpoint = endpoint_via_api(alice, receiver.url)
     homing("worker", **skewed)
-    event = send_event(alice)
+    event = event_via_api(alice)
 
     [request] = receiver.wait_for(1)
     assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 5

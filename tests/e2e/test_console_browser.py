@@ -9,8 +9,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,6 +16,7 @@ from django.core.management import call_command
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.browser import SHOTS
 from tests.processes import ROOT, wait_until
 from tests.receivers import Answer
 
@@ -26,30 +25,6 @@ pytestmark = pytest.mark.e2e
 # Playwright's sync API runs an event loop in this thread; the ORM calls of the test
 # itself are still plain synchronous calls.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SHOTS = ROOT / "screenshots"
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def log_in(browser, base: str, username: str, password: str):

@@ -8,8 +8,8 @@ import json
 import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.factories import delivery_of, endpoint_via_api, event_via_api
 from tests.processes import wait_until
 from tests.receivers import Answer
 from webhooks.models import Endpoint
@@ -17,29 +17,11 @@ from webhooks.models import Endpoint
 pytestmark = pytest.mark.e2e
 
 
-def make_endpoint(actor, url, **fields):
-    response = actor.client.post("/api/v1/endpoints", {"url": url, **fields}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def send_event(actor, event_type="payment.succeeded", data=None):
-    response = actor.client.post(
-        "/api/v1/events", {"type": event_type, "data": data or {"amount": 1}}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()
-
-
-def delivery_of(event) -> Delivery:
-    return Delivery.objects.get(pk=event["deliveries"][0]["id"])
-
-
 def test_a_delivery_is_signed_and_verifies_with_standardwebhooks(alice, homing, receiver_factory):
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url, headers={"X-Api-Token": "t0k"})
+    endpoint = endpoint_via_api(alice, receiver.url, headers={"X-Api-Token": "t0k"})
     homing("worker")
-    event = send_event(alice, data={"amount": 4200, "note": "café"})
+    event = event_via_api(alice, data={"amount": 4200, "note": "café"})
 
     [request] = receiver.wait_for(1)
     payload = StandardWebhook(endpoint["secret"]).verify(request.body, request.headers)
@@ -62,12 +44,12 @@ def test_a_delivery_is_signed_and_verifies_with_standardwebhooks(alice, homing, 
 
 def test_after_rotation_both_secrets_verify(alice, homing, receiver_factory):
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url)
+    endpoint = endpoint_via_api(alice, receiver.url)
     new_secret = alice.client.post(f"/api/v1/endpoints/{endpoint['id']}/rotate-secret").json()[
         "secret"
     ]
     homing("worker")
-    send_event(alice)
+    event_via_api(alice)
     [request] = receiver.wait_for(1)
     assert len(request.headers["webhook-signature"].split(" ")) == 2
     for secret in (endpoint["secret"], new_secret):
@@ -79,10 +61,10 @@ def test_a_failing_endpoint_gets_every_attempt_then_a_dead_letter(
 ):
     settings.HOMING_RETRY_SCHEDULE = "1s,2s,4s"
     receiver = receiver_factory(lambda request, n: Answer(503, b"down"))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    event = send_event(alice)
+    event = event_via_api(alice)
 
     requests = receiver.wait_for(4, timeout=30)
     gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(requests)]
@@ -105,10 +87,10 @@ def test_a_failing_endpoint_gets_every_attempt_then_a_dead_letter(
 def test_failing_twice_then_succeeding_ends_succeeded(alice, homing, receiver_factory, settings):
     settings.HOMING_RETRY_SCHEDULE = "1s,2s,4s"
     receiver = receiver_factory(lambda request, n: Answer(500) if n < 2 else Answer(200))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    event = send_event(alice)
+    event = event_via_api(alice)
     wait_until(lambda: delivery_of(event).status == "succeeded", timeout=20)
     assert len(receiver.requests) == 3
     assert [a.status_code for a in delivery_of(event).attempts.all()] == [500, 500, 200]
@@ -116,10 +98,10 @@ def test_failing_twice_then_succeeding_ends_succeeded(alice, homing, receiver_fa
 
 def test_a_404_is_dead_after_one_attempt(alice, homing, receiver_factory):
     receiver = receiver_factory(lambda request, n: Answer(404))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    event = send_event(alice)
+    event = event_via_api(alice)
     wait_until(lambda: delivery_of(event).status == "dead")
     assert DeadLetter.objects.get().reason == "HTTP 404 (not retryable)"
     assert len(receiver.requests) == 1
@@ -127,12 +109,12 @@ def test_a_404_is_dead_after_one_attempt(alice, homing, receiver_factory):
 
 def test_a_410_deactivates_the_endpoint(alice, homing, receiver_factory):
     receiver = receiver_factory(lambda request, n: Answer(410))
-    endpoint = make_endpoint(alice, receiver.url)
+    endpoint = endpoint_via_api(alice, receiver.url)
     homing("worker")
-    event = send_event(alice)
+    event = event_via_api(alice)
     wait_until(lambda: not Endpoint.objects.get(pk=endpoint["id"]).is_active)
     assert delivery_of(event).status == "dead"
-    later = send_event(alice)
+    later = event_via_api(alice)
     assert later["deliveries"] == []
 
 
@@ -146,20 +128,20 @@ def test_retry_after_lengthens_the_wait_up_to_the_largest_step(
             Answer(429, headers={"Retry-After": retry_after}) if n == 0 else Answer(200)
         )
     )
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    send_event(alice)
+    event_via_api(alice)
     first, second = receiver.wait_for(2, timeout=20)
     assert low <= second.at - first.at <= high
 
 
 def test_retry_and_replay_keep_the_webhook_id_and_sequence(alice, homing, receiver_factory):
     receiver = receiver_factory(lambda request, n: Answer(404) if n == 0 else Answer(200))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    event = send_event(alice)
+    event = event_via_api(alice)
     wait_until(lambda: delivery_of(event).status == "dead")
     letters = alice.client.get("/api/v1/dead-letters").json()["results"]
     assert [letter["reason"] for letter in letters] == ["HTTP 404 (not retryable)"]
@@ -183,10 +165,10 @@ def test_retry_and_replay_keep_the_webhook_id_and_sequence(alice, homing, receiv
 
 def test_retry_while_an_attempt_is_in_flight_adds_one_after_it(alice, homing, receiver_factory):
     receiver = receiver_factory(lambda request, n: Answer(delay=2.0) if n == 0 else Answer())
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    event = send_event(alice)
+    event = event_via_api(alice)
     receiver.wait_for(1)  # the first attempt is now in flight, held by the receiver
     assert delivery_of(event).status == "delivering"
 

@@ -9,9 +9,8 @@ import pytest
 import redis
 
 from deliveries.wakeups import DOORBELL_KEY
+from tests.factories import delivery_of, endpoint_via_api, event_via_api
 from tests.processes import wait_until
-
-from .test_delivery import delivery_of, make_endpoint, send_event
 
 pytestmark = pytest.mark.e2e
 
@@ -22,9 +21,9 @@ def test_a_burst_of_commits_is_announced_by_about_one_message_a_second(
     alice, transactional_db, redis_url
 ):
     client = redis.Redis.from_url(redis_url)
-    make_endpoint(alice, "http://127.0.0.1:9/hook")
+    endpoint_via_api(alice, "http://127.0.0.1:9/hook")
     started = time.monotonic()
-    events = [send_event(alice) for _ in range(30)]
+    events = [event_via_api(alice) for _ in range(30)]
     elapsed = time.monotonic() - started
     wait_until(lambda: client.llen(CELERY_QUEUE) >= 1)
     time.sleep(0.3)  # the publisher thread is asynchronous: let it finish
@@ -36,11 +35,11 @@ def test_an_idle_worker_claims_due_work_no_message_announced(
     alice, homing, receiver_factory, redis_url
 ):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     # Pretend a wake-up is already on its way: the API publishes nothing for this event.
     redis.Redis.from_url(redis_url).set(DOORBELL_KEY, 1, px=60_000)
     homing("worker")
-    event = send_event(alice)
+    event = event_via_api(alice)
     [request] = receiver.wait_for(1, timeout=15)
     assert request.headers["webhook-id"] == event["id"]
     wait_until(lambda: delivery_of(event).status == "succeeded")
@@ -48,12 +47,12 @@ def test_an_idle_worker_claims_due_work_no_message_announced(
 
 def test_a_worker_lowers_the_doorbell_before_it_claims(alice, homing, receiver_factory, redis_url):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     client = redis.Redis.from_url(redis_url)
     homing("worker")
-    send_event(alice)
+    event_via_api(alice)
     receiver.wait_for(1, timeout=30)  # the worker is up
-    event = send_event(alice)
+    event = event_via_api(alice)
     assert receiver.wait_for(2, timeout=15)[1].headers["webhook-id"] == event["id"]
     # Lowered by the worker, not by its one-second expiry: the next commit rings again.
     assert not client.exists(DOORBELL_KEY)

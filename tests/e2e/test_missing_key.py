@@ -12,9 +12,8 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api, event_via_api
 from tests.processes import wait_until
-
-from .test_delivery import make_endpoint, send_event
 
 pytestmark = pytest.mark.e2e
 
@@ -24,9 +23,9 @@ def test_a_worker_without_the_key_leaves_deliveries_waiting_for_one_with_it(
 ):
     settings.HOMING_RETRY_SCHEDULE = "1s,1s,1s"
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url)  # encrypted with the test's own key
+    endpoint = endpoint_via_api(alice, receiver.url)  # encrypted with the test's own key
     keyless = homing("worker", HOMING_ENCRYPTION_KEY="a key that never encrypted anything")
-    events = [send_event(alice) for _ in range(3)]
+    events = [event_via_api(alice) for _ in range(3)]
     ids = [event["deliveries"][0]["id"] for event in events]
 
     def waiting() -> list[Delivery]:

@@ -13,10 +13,9 @@ import pytest
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.factories import endpoint_via_api
 from tests.processes import wait_until
 from tests.receivers import Answer
-
-from .test_delivery import make_endpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +73,7 @@ def test_forty_keys_arrive_in_order_one_at_a_time_through_random_failures(
 
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(fails))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
     keys, per_key = [f"order-{i}" for i in range(40)], 15
@@ -94,31 +93,39 @@ def test_forty_keys_arrive_in_order_one_at_a_time_through_random_failures(
     assert sum(len(v) for v in log.arrived.values()) > len(keys) * per_key  # retries happened
 
 
-# Sub-3-second timing that the parallel pass's load breaks: run alone (tests/harness.py).
-@pytest.mark.serial
+# Long enough that the flowing key's five deliveries finish well inside it on a machine
+# loaded to 8 on 2 cores (a 3 s block ran out first there); the test waits on what the
+# receiver and the rows show, and compares no wall-clock time of its own.
+MAX_BLOCK = 20
+
+
 def test_a_key_whose_first_always_fails_holds_back_only_itself_then_moves_on(
     alice, homing, receiver_factory, settings
 ):
-    settings.HOMING_RETRY_SCHEDULE = ",".join(["200ms"] * 60)
+    settings.HOMING_RETRY_SCHEDULE = ",".join(["500ms"] * 120)  # retries outlast the block
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: key == "stuck" and n == 0))
-    make_endpoint(alice, receiver.url)
-    homing("worker", HOMING_ORDERING_MAX_BLOCK="3s")
-    homing("scheduler", HOMING_ORDERING_MAX_BLOCK="3s")
-    started = time.monotonic()
-    for n in range(5):
+    endpoint_via_api(alice, receiver.url)
+    homing("worker", HOMING_ORDERING_MAX_BLOCK=f"{MAX_BLOCK}s")
+    homing("scheduler", HOMING_ORDERING_MAX_BLOCK=f"{MAX_BLOCK}s")
+    stuck_head = post_keyed(alice, "stuck", 0)
+    post_keyed(alice, "flowing", 0)
+    for n in range(1, 5):
         post_keyed(alice, "stuck", n)
         post_keyed(alice, "flowing", n)
 
-    wait_until(lambda: log.succeeded["flowing"] == list(range(5)), timeout=30)
-    flowed_after = time.monotonic() - started
+    wait_until(lambda: log.succeeded["flowing"] == list(range(5)), timeout=MAX_BLOCK * 3)
+    # The other key did not wait for the stuck one: its head is still being retried.
+    assert not DeadLetter.objects.exists()
     assert log.arrived["stuck"] and set(log.arrived["stuck"]) == {0}  # only its head, so far
 
-    wait_until(lambda: log.succeeded["stuck"] == [1, 2, 3, 4], timeout=30)
-    assert time.monotonic() - started >= 3  # not before the max block
-    assert flowed_after < 3  # the other key did not wait for it
+    wait_until(lambda: log.succeeded["stuck"] == [1, 2, 3, 4], timeout=MAX_BLOCK * 6)
     [letter] = DeadLetter.objects.all()
-    assert letter.reason == "blocked its ordering key for 3s"
+    assert letter.reason == f"blocked its ordering key for {MAX_BLOCK}s"
+    # Not before the max block: it counts from when the head joined its line.
+    head = Delivery.objects.get(pk=stuck_head["deliveries"][0]["id"])
+    assert letter.delivery_id == head.pk
+    assert (letter.dead_at - head.created_at).total_seconds() >= MAX_BLOCK
     # The dead head let the rest of its key go on, in order.
     assert log.overtaken == [f"stuck: {n} before {list(range(1, n))}" for n in range(1, 5)]
 
@@ -127,7 +134,7 @@ def test_kill_9_of_a_worker_mid_run_never_reorders_a_key(alice, homing, receiver
     settings.HOMING_DELIVERY_TIMEOUT = 2  # leases of the killed worker end ~17 s later
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: False, hold=0.05))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     doomed = homing("worker", name="doomed")
     homing("scheduler")
     keys, per_key = [f"cart-{i}" for i in range(20)], 10
@@ -154,7 +161,7 @@ def test_kill_9_of_a_worker_mid_run_never_reorders_a_key(alice, homing, receiver
 def test_a_batchs_events_of_one_key_arrive_in_batch_order(alice, homing, receiver_factory):
     log = KeyLog()
     receiver = receiver_factory(log.behaviour(lambda key, n: False))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     events = [
         {"type": "order.updated", "data": {"k": key, "n": n}, "ordering_key": key}

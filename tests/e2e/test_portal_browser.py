@@ -14,12 +14,12 @@ import os
 from datetime import timedelta
 
 import pytest
-import requests
 from django.utils import timezone
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-from tests.e2e.test_console_browser import CHROMIUM_ARGS, SHOTS, browser  # noqa: F401 (fixture)
+from tests.browser import SHOTS
+from tests.factories import portal_link_via_http
 from tests.processes import wait_until
 from tests.receivers import Answer
 from webhooks.models import Endpoint
@@ -29,21 +29,7 @@ pytestmark = pytest.mark.e2e
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def make_link(base: str, key: str, owner: str, **extra: object) -> str:
-    """What a tenant's backend does: POST /api/v1/portal-sessions over HTTP."""
-    answer = requests.post(
-        f"{base}/api/v1/portal-sessions",
-        json={"owner": owner, **extra},
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=10,
-    )
-    assert answer.status_code == 201, answer.text
-    url = answer.json()["url"]
-    assert url.startswith(f"{base}/portal/#")
-    return url
-
-
-def new_page(browser):  # noqa: F811 (the fixture's name)
+def new_page(browser):
     page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
     page.on("dialog", lambda dialog: dialog.accept())  # our confirmations: say yes
     return page
@@ -54,7 +40,7 @@ def shoot(page, name: str) -> None:
 
 
 def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(
-    browser,  # noqa: F811
+    browser,
     live_server,
     homing,
     receiver_factory,
@@ -82,7 +68,7 @@ def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(
     daves.wait_for(2)
     dave_delivery = Delivery.objects.filter(endpoint_id=dave_endpoint)[0]
 
-    link = make_link(base, alice.key, "carol")
+    link = portal_link_via_http(base, alice.key, "carol")
     page = new_page(browser)
     page.goto(link)
     page.wait_for_selector("h1:text('Your webhook endpoints')")
@@ -170,7 +156,7 @@ def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(
 
     # A read-only link: everything visible, no control that changes anything.
     reader = new_page(browser)
-    reader.goto(make_link(base, alice.key, "carol", read_only=True))
+    reader.goto(portal_link_via_http(base, alice.key, "carol", read_only=True))
     reader.wait_for_selector("h1:text('Your webhook endpoints')")
     for path in (
         "/portal/endpoints/",

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.e2e.test_console_browser import SHOTS, browser  # noqa: F401 (fixture)
-from tests.e2e.test_portal_browser import make_link
+from tests.browser import SHOTS
+from tests.factories import portal_link_via_http
 from webhooks.models import Endpoint
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +62,7 @@ def tenant_app() -> Iterator[TenantApp]:
 
 
 def test_the_portal_works_in_an_iframe_on_the_tenants_site_only_when_allowed(
-    browser,  # noqa: F811
+    browser,
     live_server,
     make_actor,
     tenant_app,
@@ -75,7 +75,7 @@ def test_the_portal_works_in_an_iframe_on_the_tenants_site_only_when_allowed(
     page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
 
     # Not allowed: the browser refuses to show the portal in the frame.
-    tenant_app.link = make_link(base, alice.key, "carol")
+    tenant_app.link = portal_link_via_http(base, alice.key, "carol")
     page.goto(tenant_app.origin)
     # Chromium replaces a frame refused by frame-ancestors with its error page.
     for _ in range(100):  # wait_for_timeout lets Playwright take in the frame's navigation
@@ -88,7 +88,7 @@ def test_the_portal_works_in_an_iframe_on_the_tenants_site_only_when_allowed(
 
     # Allowed: the link opens in the frame, and a form posted from it works.
     settings.HOMING_PORTAL_FRAME_ANCESTORS = [tenant_app.origin]
-    tenant_app.link = make_link(base, alice.key, "carol")
+    tenant_app.link = portal_link_via_http(base, alice.key, "carol")
     page.goto(tenant_app.origin)
     frame = page.frame_locator("iframe")
     frame.locator("h1:text('Your webhook endpoints')").wait_for(timeout=15_000)

@@ -20,6 +20,7 @@ from homing_receiver import Webhook
 from homing_receiver.django.models import ProcessedWebhook
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api
 from tests.harness import free_port
 from tests.processes import Process, wait_until
 
@@ -109,17 +110,11 @@ def payments_received() -> list[tuple[str, int]]:
         return cursor.fetchall()
 
 
-def make_endpoint(actor, url: str) -> dict:
-    response = actor.client.post("/api/v1/endpoints", {"url": url}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
 def test_a_lost_response_is_retried_and_the_payment_recorded_once(
     alice, homing, payments_app, settings
 ):
     settings.HOMING_RETRY_SCHEDULE = "1s,2s,4s"
-    endpoint = make_endpoint(alice, payments_app.url)
+    endpoint = endpoint_via_api(alice, payments_app.url)
     payments_app.start(endpoint["secret"])
     homing("worker")
     homing("scheduler")
@@ -146,7 +141,7 @@ def test_a_lost_response_is_retried_and_the_payment_recorded_once(
 
 
 def test_an_unsigned_or_tampered_request_is_rejected_and_records_nothing(alice, payments_app):
-    endpoint = make_endpoint(alice, payments_app.url)
+    endpoint = endpoint_via_api(alice, payments_app.url)
     payments_app.start(endpoint["secret"])
     body = json.dumps({"id": "msg_forged", "type": "payment.succeeded", "data": {"amount": 1}})
     timestamp = int(time.time())

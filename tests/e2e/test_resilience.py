@@ -12,17 +12,12 @@ import pytest
 import redis
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_id_via_api
 from tests.harness import redis_command
 from tests.processes import wait_until
 from tests.receivers import Answer
 
 pytestmark = pytest.mark.e2e
-
-
-def make_endpoint(actor, url):
-    response = actor.client.post("/api/v1/endpoints", {"url": url}, format="json")
-    assert response.status_code == 201
-    return response.json()["id"]
 
 
 def send_events(actor, count):
@@ -44,7 +39,7 @@ def test_a_thousand_events_arrive_exactly_once_with_two_workers_and_two_schedule
     alice, homing, receiver_factory
 ):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url)
+    endpoint_id_via_api(alice, receiver.url)
     for _ in range(2):
         homing("worker")
         homing("scheduler")
@@ -62,7 +57,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(alice, homing, receiver_facto
     settings.HOMING_DELIVERY_TIMEOUT = 5  # lease = timeout + 15 s
     slow_until = time.time() + 3
     receiver = receiver_factory(lambda r, n: Answer(delay=2.0 if time.time() < slow_until else 0))
-    make_endpoint(alice, receiver.url)
+    endpoint_id_via_api(alice, receiver.url)
     worker = homing("worker")
     homing("scheduler")
     event_ids = send_events(alice, 20)
@@ -112,7 +107,7 @@ def _pings(url: str) -> bool:
 @pytest.mark.serial
 def test_redis_restarted_empty_loses_nothing(alice, homing, receiver_factory, redis_url):
     receiver = receiver_factory(lambda r, n: Answer(delay=0.5))
-    make_endpoint(alice, receiver.url)
+    endpoint_id_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
     first = send_events(alice, 30)
@@ -152,7 +147,7 @@ def test_postgres_restarted_mid_run_loses_nothing(alice, homing, receiver_factor
     from django.db import connection
 
     receiver = receiver_factory(lambda r, n: Answer(delay=0.2))
-    make_endpoint(alice, receiver.url)
+    endpoint_id_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
     event_ids = send_events(alice, 30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ops.factories import delivery, endpoint
+from tests.factories import delivery_row, endpoint_row
 from tests.processes import wait_until
 from webhooks.models import Event
 from webhooks.services.tenants import tenant_create
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.e2e
 
 def test_schedulers_purge_old_finished_events(homing):
     tenant, _ = tenant_create(name="Acme")
-    ep = endpoint(tenant)
-    old = [delivery(ep, "succeeded", age_days=40) for _ in range(3)]
-    waiting = delivery(ep, "dead", age_days=40, dead_letter="waiting")
-    recent = delivery(ep, "succeeded")
+    ep = endpoint_row(tenant)
+    old = [delivery_row(ep, "succeeded", age_days=40) for _ in range(3)]
+    waiting = delivery_row(ep, "dead", age_days=40, dead_letter="waiting")
+    recent = delivery_row(ep, "succeeded")
 
     homing("scheduler")
     homing("scheduler")

@@ -10,10 +10,9 @@ from django.db import connections
 
 from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery
+from tests.factories import delivery_of, endpoint_via_api, event_via_api
 from tests.processes import wait_until
 from tests.receivers import Answer
-
-from .test_delivery import delivery_of, make_endpoint, send_event
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +21,7 @@ def test_concurrent_producers_give_each_endpoint_one_to_n_on_the_wire(
     alice, homing, receiver_factory
 ):
     receivers = [receiver_factory(), receiver_factory()]
-    endpoints = [make_endpoint(alice, receiver.url)["id"] for receiver in receivers]
+    endpoints = [endpoint_via_api(alice, receiver.url)["id"] for receiver in receivers]
     homing("worker")
     producers, per_producer = 8, 25
 
@@ -63,11 +62,11 @@ def test_retries_keep_their_sequence(alice, homing, receiver_factory, settings):
         return Answer(503) if tries[request.headers["webhook-id"]] <= 2 else Answer(200)
 
     receiver = receiver_factory(fail_twice)
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     homing("worker")
     homing("scheduler")
-    send_event(alice)
-    event = send_event(alice)
+    event_via_api(alice)
+    event = event_via_api(alice)
     wait_until(lambda: delivery_of(event).status == "succeeded", timeout=30)
     sent = [
         r.headers["homing-sequence"]

@@ -26,9 +26,8 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from urllib3.exceptions import InsecureRequestWarning
 
+from tests.factories import dead_letter_via_api, endpoint_id_via_api
 from tests.processes import ROOT, Process, wait_until
-
-from ..dlq.test_replay import dead_letter_for, make_endpoint
 
 pytestmark = [
     pytest.mark.e2e,
@@ -216,7 +215,7 @@ def post_form(session: requests.Session, base: str, path: str, page: str, data: 
 
 
 def test_console_login_and_replay_through_nginx_over_https(proxied, alice):
-    letter = dead_letter_for(alice, make_endpoint(alice))
+    letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
     make_superuser("olivia", "s3cret-pass")
     nginx = proxied(trust_proxy=True)
     base = nginx.base

@@ -13,10 +13,9 @@ import pytest
 
 from deliveries.models import Delivery
 from deliveries.worker.supervisor import EXIT_CODE
+from tests.factories import endpoint_via_api, event_via_api
 from tests.processes import wait_until
 from tests.receivers import Answer
-
-from .test_delivery import make_endpoint, send_event
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +47,7 @@ def test_a_worker_whose_thread_fails_exits_and_its_deliveries_arrive(
     fault, reason, alice, homing, receiver_factory, tmp_path
 ):
     receiver = receiver_factory(lambda request, n: Answer(delay=0.5))
-    make_endpoint(alice, receiver.url)
+    endpoint_via_api(alice, receiver.url)
     trigger = tmp_path / "fault"
     worker = homing(
         "worker",
@@ -58,7 +57,7 @@ def test_a_worker_whose_thread_fails_exits_and_its_deliveries_arrive(
         **ENV,
     )
     homing("scheduler", **ENV)
-    events = [send_event(alice) for _ in range(COUNT)]
+    events = [event_via_api(alice) for _ in range(COUNT)]
     receiver.wait_for(4, timeout=30)
     trigger.touch()
 

@@ -11,7 +11,7 @@ import pytest
 
 from deliveries.models import Attempt, Delivery
 from dlq.models import DeadLetter
-from tests.ops.factories import delivery, endpoint
+from tests.factories import delivery_row, endpoint_row
 from tests.processes import ROOT, process_env
 from webhooks.models import Event
 from webhooks.services.tenants import tenant_create
@@ -43,12 +43,12 @@ def test_it_documents_each_command(command):
 
 
 def test_stats_json_counts_the_queue(acme):
-    ep = endpoint(acme)
-    delivery(ep, "succeeded")
-    delivery(ep, "pending")
-    delivery(ep, "pending")
-    delivery(ep, "dead", dead_letter="waiting")
-    delivery(ep, "dead", dead_letter="replayed")
+    ep = endpoint_row(acme)
+    delivery_row(ep, "succeeded")
+    delivery_row(ep, "pending")
+    delivery_row(ep, "pending")
+    delivery_row(ep, "dead", dead_letter="waiting")
+    delivery_row(ep, "dead", dead_letter="replayed")
 
     result = manage("stats", "--json")
 
@@ -69,7 +69,7 @@ def test_stats_json_counts_the_queue(acme):
 
 
 def test_stats_prints_a_readable_summary(acme):
-    delivery(endpoint(acme), "dead", dead_letter="waiting")
+    delivery_row(endpoint_row(acme), "dead", dead_letter="waiting")
 
     result = manage("stats")
 
@@ -79,7 +79,7 @@ def test_stats_prints_a_readable_summary(acme):
 
 
 def test_send_test_event_queues_a_homing_test_delivery(acme):
-    ep = endpoint(acme, event_types=["order.*"])
+    ep = endpoint_row(acme, event_types=["order.*"])
 
     result = manage("send_test_event", ep.id)
 
@@ -92,7 +92,7 @@ def test_send_test_event_queues_a_homing_test_delivery(acme):
 
 @pytest.mark.parametrize("active", [True, False])
 def test_send_test_event_refuses_unknown_or_inactive_endpoints(acme, active):
-    ep_id = endpoint(acme, is_active=False).id if not active else "ep_nope"
+    ep_id = endpoint_row(acme, is_active=False).id if not active else "ep_nope"
 
     result = manage("send_test_event", ep_id)
 
@@ -102,7 +102,7 @@ def test_send_test_event_refuses_unknown_or_inactive_endpoints(acme, active):
 
 
 def test_replay_refuses_without_a_filter(acme):
-    delivery(endpoint(acme), "dead", dead_letter="waiting")
+    delivery_row(endpoint_row(acme), "dead", dead_letter="waiting")
 
     result = manage("replay_dead_letters")
 
@@ -114,7 +114,7 @@ def test_replay_refuses_without_a_filter(acme):
     "args", [["--tenant", "ten_nope"], ["--endpoint", "ep_nope"], ["--since", "yesterday"]]
 )
 def test_replay_refuses_bad_input_and_changes_nothing(acme, args):
-    delivery(endpoint(acme), "dead", dead_letter="waiting")
+    delivery_row(endpoint_row(acme), "dead", dead_letter="waiting")
 
     result = manage("replay_dead_letters", *args)
 
@@ -124,9 +124,9 @@ def test_replay_refuses_bad_input_and_changes_nothing(acme, args):
 
 
 def test_replay_dry_run_counts_and_changes_nothing(acme):
-    ep = endpoint(acme)
-    delivery(ep, "dead", dead_letter="waiting")
-    delivery(ep, "dead", dead_letter="waiting")
+    ep = endpoint_row(acme)
+    delivery_row(ep, "dead", dead_letter="waiting")
+    delivery_row(ep, "dead", dead_letter="waiting")
 
     result = manage("replay_dead_letters", "--endpoint", ep.id, "--dry-run")
 
@@ -136,10 +136,10 @@ def test_replay_dry_run_counts_and_changes_nothing(acme):
 
 
 def test_replay_replays_only_the_matching_dead_letters(acme):
-    orders, invoices = endpoint(acme), endpoint(acme)
-    mine = delivery(orders, "dead", dead_letter="waiting", event_type="order.paid")
-    other_type = delivery(orders, "dead", dead_letter="waiting", event_type="order.refunded")
-    other_endpoint = delivery(invoices, "dead", dead_letter="waiting", event_type="order.paid")
+    orders, invoices = endpoint_row(acme), endpoint_row(acme)
+    mine = delivery_row(orders, "dead", dead_letter="waiting", event_type="order.paid")
+    other_type = delivery_row(orders, "dead", dead_letter="waiting", event_type="order.refunded")
+    other_endpoint = delivery_row(invoices, "dead", dead_letter="waiting", event_type="order.paid")
 
     result = manage(
         "replay_dead_letters",
@@ -159,8 +159,8 @@ def test_replay_replays_only_the_matching_dead_letters(acme):
 
 
 def test_replay_all_replays_every_waiting_dead_letter(acme, bob_tenant):
-    delivery(endpoint(acme), "dead", dead_letter="waiting")
-    delivery(endpoint(bob_tenant), "dead", dead_letter="waiting")
+    delivery_row(endpoint_row(acme), "dead", dead_letter="waiting")
+    delivery_row(endpoint_row(bob_tenant), "dead", dead_letter="waiting")
 
     result = manage("replay_dead_letters", "--all")
 
@@ -175,15 +175,15 @@ def bob_tenant():
 
 
 def test_purge_removes_only_old_finished_events(acme):
-    ep = endpoint(acme)
+    ep = endpoint_row(acme)
     gone = [
-        delivery(ep, "succeeded", age_days=40, attempts=2),
-        delivery(ep, "dead", age_days=40, dead_letter="replayed"),
+        delivery_row(ep, "succeeded", age_days=40, attempts=2),
+        delivery_row(ep, "dead", age_days=40, dead_letter="replayed"),
     ]
     kept = [
-        delivery(ep, "dead", age_days=40, dead_letter="waiting"),  # waits in the queue
-        delivery(ep, "pending", age_days=40),
-        delivery(ep, "succeeded", age_days=2),  # younger than the retention
+        delivery_row(ep, "dead", age_days=40, dead_letter="waiting"),  # waits in the queue
+        delivery_row(ep, "pending", age_days=40),
+        delivery_row(ep, "succeeded", age_days=2),  # younger than the retention
     ]
 
     dry = manage("purge", "--dry-run")
@@ -202,7 +202,7 @@ def test_purge_removes_only_old_finished_events(acme):
 
 
 def test_purge_honours_homing_retention(acme):
-    delivery(endpoint(acme), "succeeded", age_days=2)
+    delivery_row(endpoint_row(acme), "succeeded", age_days=2)
 
     result = manage("purge", HOMING_RETENTION="1d")
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dlq.services.retention import retention_purge
-from tests.ops.factories import delivery, endpoint
+from tests.factories import delivery_row, endpoint_row
 from webhooks.models import Event, IdempotencyRecord
 from webhooks.services.tenants import tenant_create
 
@@ -19,13 +19,13 @@ from webhooks.services.tenants import tenant_create
 @pytest.fixture
 def ep(db):
     tenant, _ = tenant_create(name="Acme")
-    return endpoint(tenant)
+    return endpoint_row(tenant)
 
 
 def test_it_purges_in_batches_and_keeps_what_is_not_finished(ep):
     for _ in range(7):
-        delivery(ep, "succeeded", age_days=40)
-    kept = delivery(ep, "delivering", age_days=40)
+        delivery_row(ep, "succeeded", age_days=40)
+    kept = delivery_row(ep, "delivering", age_days=40)
     progress = []
 
     report = retention_purge(batch_size=3, progress=lambda r: progress.append(r.events))
@@ -56,9 +56,9 @@ def test_it_purges_expired_idempotency_records(ep):
 
 
 def test_every_purge_statement_uses_an_index(ep):
-    delivery(ep, "succeeded", age_days=40)
-    delivery(ep, "dead", age_days=40, dead_letter="replayed")
-    delivery(ep, "dead", age_days=40, dead_letter="waiting")
+    delivery_row(ep, "succeeded", age_days=40)
+    delivery_row(ep, "dead", age_days=40, dead_letter="replayed")
+    delivery_row(ep, "dead", age_days=40, dead_letter="waiting")
     IdempotencyRecord.objects.create(
         tenant=ep.tenant,
         key="old",
@@ -92,7 +92,7 @@ def test_every_purge_statement_uses_an_index(ep):
 
 def test_a_time_budget_stops_between_batches(ep):
     for _ in range(4):
-        delivery(ep, "succeeded", age_days=40)
+        delivery_row(ep, "succeeded", age_days=40)
 
     first = retention_purge(batch_size=1, time_budget=0)
     rest = retention_purge(batch_size=1)

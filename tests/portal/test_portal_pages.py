@@ -21,31 +21,15 @@ from portal.services.sessions import (
     portal_session_create,
     portal_session_exchange,
 )
-from tests.dlq.test_replay import kill
+from tests.factories import (
+    dead_letter_of,
+    portal_csrf_of,
+    portal_link_via_api,
+    portal_session_via_link,
+)
 from webhooks.models import Endpoint
 
 URL = "http://127.0.0.1:9/hooks"
-
-
-def make_link(actor, owner: str, **extra) -> str:
-    response = actor.client.post(
-        "/api/v1/portal-sessions", {"owner": owner, **extra}, format="json"
-    )
-    assert response.status_code == 201, response.content
-    return response.json()["url"]
-
-
-def open_link(url: str, browser: Client | None = None):
-    """What portal.js does: post the fragment to the exchange."""
-    browser = browser or Client()
-    token = url.split("#", 1)[1]
-    return browser, browser.post("/portal/session", {"link": token})
-
-
-def csrf_of(page) -> str:
-    match = re.search(r'name="portal_csrf" value="([0-9a-f]+)"', page.content.decode())
-    assert match, "no portal form on the page"
-    return match[1]
 
 
 @pytest.fixture
@@ -62,7 +46,7 @@ def shop(alice):
 
 @pytest.fixture
 def carol(alice, shop):
-    browser, answer = open_link(make_link(alice, "carol"))
+    browser, answer = portal_session_via_link(portal_link_via_api(alice, "carol"))
     assert answer.status_code == 302
     return browser
 
@@ -97,7 +81,7 @@ def test_a_bad_link_request_is_a_400_naming_the_field(alice, body, field):
 
 
 def test_opening_a_link_gives_an_httponly_samesite_cookie_until_it_expires(alice, shop):
-    browser, answer = open_link(make_link(alice, "carol"))
+    browser, answer = portal_session_via_link(portal_link_via_api(alice, "carol"))
     assert answer.status_code == 302 and answer["Location"] == "/portal/endpoints/"
     cookie = answer.cookies["homing_portal"]
     assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/portal/"
@@ -107,20 +91,20 @@ def test_opening_a_link_gives_an_httponly_samesite_cookie_until_it_expires(alice
 
 
 def test_a_link_works_once(alice, shop):
-    url = make_link(alice, "carol")
-    open_link(url)
-    browser, again = open_link(url)
+    url = portal_link_via_api(alice, "carol")
+    portal_session_via_link(url)
+    browser, again = portal_session_via_link(url)
     assert again.status_code == 403 and "homing_portal" not in again.cookies
     assert "already opened" in again.content.decode()
     assert browser.get("/portal/endpoints/").status_code == 403
 
 
 def test_an_expired_or_tampered_link_shows_no_data(alice, shop):
-    url = make_link(alice, "carol")
+    url = portal_link_via_api(alice, "carol")
     PortalSession.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    _, expired = open_link(url)
+    _, expired = portal_session_via_link(url)
     assert expired.status_code == 403 and "expired" in expired.content.decode()
-    _, tampered = open_link(make_link(alice, "carol")[:-2] + "xx")
+    _, tampered = portal_session_via_link(portal_link_via_api(alice, "carol")[:-2] + "xx")
     assert tampered.status_code == 403 and "not valid" in tampered.content.decode()
     for answer in (expired, tampered):
         assert URL not in answer.content.decode() and "homing_portal" not in answer.cookies
@@ -139,14 +123,14 @@ def test_an_expired_or_tampered_link_shows_no_data(alice, shop):
 def test_a_link_posted_from_another_site_opens_no_session(alice, shop, headers):
     # Login CSRF: Mallory's page posts her own link so that Carol's browser ends up in
     # Mallory's portal. Refused before the link is spent.
-    url = make_link(alice, "mallory")
+    url = portal_link_via_api(alice, "mallory")
     token = url.split("#", 1)[1]
     browser = Client()
     forged = browser.post("/portal/session", {"link": token}, **headers)
     assert forged.status_code == 403 and "homing_portal" not in forged.cookies
     assert "another site" in forged.content.decode()
     assert browser.get("/portal/endpoints/").status_code == 403
-    _, own = open_link(url)  # the link itself still works, from the portal's own page
+    _, own = portal_session_via_link(url)  # the link itself still works, from the portal's own page
     assert own.status_code == 302
 
 
@@ -159,7 +143,7 @@ def test_a_link_posted_from_another_site_opens_no_session(alice, shop, headers):
     ],
 )
 def test_a_link_posted_by_the_portals_own_page_opens_a_session(alice, shop, headers):
-    token = make_link(alice, "carol").split("#", 1)[1]
+    token = portal_link_via_api(alice, "carol").split("#", 1)[1]
     browser = Client()
     answer = browser.post("/portal/session", {"link": token}, **headers)
     assert answer.status_code == 302 and "homing_portal" in answer.cookies
@@ -196,9 +180,9 @@ def test_carol_sees_her_endpoint_and_not_daves(carol, shop):
 
 
 def test_carol_cannot_change_daves_objects(carol, shop):
-    token = csrf_of(carol.get("/portal/endpoints/"))
+    token = portal_csrf_of(carol.get("/portal/endpoints/"))
     daves = Delivery.objects.get(endpoint_id=shop["dave"])
-    letter = kill(daves, "test: dead")
+    letter = dead_letter_of(daves, "test: dead")
     posts = [
         (f"/portal/endpoints/{shop['dave']}/action", {"action": "delete"}),
         (f"/portal/endpoints/{shop['dave']}/action", {"action": "reveal"}),
@@ -229,7 +213,7 @@ def test_carol_adds_an_endpoint_that_is_hers(carol, alice):
             "description": "Orders",
             "event_types": ["order.paid"],
             "rate_limit": "5",
-            "portal_csrf": csrf_of(page),
+            "portal_csrf": portal_csrf_of(page),
         },
     )
     assert answer.status_code == 302
@@ -242,7 +226,7 @@ def test_a_refused_url_is_shown_on_the_form(carol, settings):
     settings.HOMING_ALLOW_PRIVATE_NETWORKS = False
     page = carol.get("/portal/endpoints/new")
     answer = carol.post(
-        "/portal/endpoints/new", {"url": "http://127.0.0.1/x", "portal_csrf": csrf_of(page)}
+        "/portal/endpoints/new", {"url": "http://127.0.0.1/x", "portal_csrf": portal_csrf_of(page)}
     )
     assert answer.status_code == 200 and "private" in answer.content.decode()
     assert not Endpoint.objects.filter(url="http://127.0.0.1/x").exists()
@@ -250,7 +234,7 @@ def test_a_refused_url_is_shown_on_the_form(carol, settings):
 
 def test_carol_runs_every_action_on_her_endpoint(carol, shop):
     path = f"/portal/endpoints/{shop['carol']}/"
-    token = csrf_of(carol.get(path))
+    token = portal_csrf_of(carol.get(path))
     action = f"{path}action"
     tested = carol.post(action, {"action": "test", "portal_csrf": token})
     assert tested.status_code == 302
@@ -279,7 +263,7 @@ def test_carol_runs_every_action_on_her_endpoint(carol, shop):
 
 
 def test_deliveries_filter_by_status_and_type(carol, shop, alice):
-    token = csrf_of(carol.get("/portal/endpoints/"))
+    token = portal_csrf_of(carol.get("/portal/endpoints/"))
     carol.post(
         f"/portal/endpoints/{shop['carol']}/action", {"action": "test", "portal_csrf": token}
     )
@@ -313,9 +297,9 @@ def _secret_in(text: str) -> str:
 
 
 def test_a_read_only_session_shows_no_control_and_refuses_changes(alice, shop):
-    browser, _ = open_link(make_link(alice, "carol", read_only=True))
+    browser, _ = portal_session_via_link(portal_link_via_api(alice, "carol", read_only=True))
     mine = Delivery.objects.get(endpoint_id=shop["carol"])
-    kill(mine, "test: dead")
+    dead_letter_of(mine, "test: dead")
     for path in (
         "/portal/endpoints/",
         f"/portal/endpoints/{shop['carol']}/",
@@ -326,7 +310,7 @@ def test_a_read_only_session_shows_no_control_and_refuses_changes(alice, shop):
         # The one form left is "Leave" (ending one's own session).
         assert page.count("<form") - page.count('method="get"') == 1, path
         assert "Retry now" not in page and "Replay" not in page and "Add endpoint" not in page
-    token = csrf_of(browser.get("/portal/endpoints/"))
+    token = portal_csrf_of(browser.get("/portal/endpoints/"))
     assert browser.get("/portal/endpoints/new").status_code == 403
     for action in ("delete", "deactivate", "rotate", "reveal", "test"):
         answer = browser.post(
@@ -354,7 +338,7 @@ def test_the_portal_is_not_frameable_unless_configured(carol, settings):
 
 def test_embedded_the_cookie_is_samesite_none_secure_and_partitioned(alice, shop, settings):
     settings.HOMING_PORTAL_FRAME_ANCESTORS = ["https://app.example.com"]
-    _, answer = open_link(make_link(alice, "carol"))
+    _, answer = portal_session_via_link(portal_link_via_api(alice, "carol"))
     cookie = answer["Set-Cookie"]
     assert re.fullmatch(
         r"homing_portal=[A-Za-z0-9_-]{43}; Max-Age=3[0-9]{3}; Path=/portal/; HttpOnly; "
@@ -364,7 +348,7 @@ def test_embedded_the_cookie_is_samesite_none_secure_and_partitioned(alice, shop
 
 
 def test_leaving_ends_the_session(carol):
-    token = csrf_of(carol.get("/portal/endpoints/"))
+    token = portal_csrf_of(carol.get("/portal/endpoints/"))
     assert carol.post("/portal/logout", {"portal_csrf": token}).status_code == 200
     assert carol.get("/portal/endpoints/").status_code == 403
 
@@ -412,8 +396,8 @@ def test_an_endpoints_deliveries_page_newest_first_each_once(carol, shop, alice)
 
 
 def test_making_a_link_deletes_sessions_expired_a_day_ago(alice):
-    make_link(alice, "carol")
-    make_link(alice, "carol")
+    portal_link_via_api(alice, "carol")
+    portal_link_via_api(alice, "carol")
     long_ago, recently = PortalSession.objects.order_by("created_at")
     PortalSession.objects.filter(pk=long_ago.pk).update(
         expires_at=timezone.now() - timedelta(days=1, minutes=1)
@@ -421,7 +405,7 @@ def test_making_a_link_deletes_sessions_expired_a_day_ago(alice):
     PortalSession.objects.filter(pk=recently.pk).update(
         expires_at=timezone.now() - timedelta(hours=1)
     )
-    make_link(alice, "dave")
+    portal_link_via_api(alice, "dave")
     assert not PortalSession.objects.filter(pk=long_ago.pk).exists()
     assert PortalSession.objects.filter(pk=recently.pk).exists()  # says "expired" if opened
     assert PortalSession.objects.count() == 2

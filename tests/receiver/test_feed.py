@@ -97,7 +97,7 @@ def test_it_gives_up_after_retry_for_with_a_clear_error(feed_server: FeedServer)
     with pytest.raises(FeedError, match="HTTP 503: maintenance") as caught:
         sequences(feed)
 
-    assert 0.5 <= time.monotonic() - started < 3
+    assert 0.5 <= time.monotonic() - started < 10  # 1,000 503s would take far longer
     assert caught.value.status is None
     assert "unavailable after" in caught.value.message
     assert 2 < len(feed_server.requests) < 1000

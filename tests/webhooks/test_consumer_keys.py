@@ -10,26 +10,19 @@ from typing import Any
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from deliveries.models import Delivery
-from tests.dlq.test_replay import kill
-from tests.portal.test_portal_pages import csrf_of, make_link, open_link
+from tests.factories import (
+    api_client_for,
+    consumer_key_via_api,
+    dead_letter_of,
+    portal_csrf_of,
+    portal_link_via_api,
+    portal_session_via_link,
+)
 from webhooks.models import Endpoint
 
 URL = "http://127.0.0.1:9/hooks"
-
-
-def _client(key: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    return client
-
-
-def consumer_key(actor, owner: str) -> str:
-    response = actor.client.post("/api/v1/consumer-keys", {"owner": owner}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["key"]
 
 
 def test_owner_is_kept_shown_and_filtered(alice):
@@ -81,7 +74,7 @@ def test_a_consumer_key_needs_an_owner(alice):
 
 def test_a_deleted_consumer_key_stops_working_at_once(alice):
     created = alice.client.post("/api/v1/consumer-keys", {"owner": "carol"}, format="json").json()
-    carol = _client(created["key"])
+    carol = api_client_for(created["key"])
     assert carol.get("/api/v1/endpoints").status_code == 200
     assert alice.client.delete(f"/api/v1/consumer-keys/{created['id']}").status_code == 204
     assert carol.get("/api/v1/endpoints").status_code == 401
@@ -92,11 +85,11 @@ def test_a_deleted_consumer_key_stops_working_at_once(alice):
 def test_another_tenant_cannot_delete_the_key(alice, bob):
     created = alice.client.post("/api/v1/consumer-keys", {"owner": "carol"}, format="json").json()
     assert bob.client.delete(f"/api/v1/consumer-keys/{created['id']}").status_code == 404
-    assert _client(created["key"]).get("/api/v1/endpoints").status_code == 200
+    assert api_client_for(created["key"]).get("/api/v1/endpoints").status_code == 200
 
 
 def test_a_consumer_creates_endpoints_for_its_owner_only(alice):
-    carol = _client(consumer_key(alice, "carol"))
+    carol = api_client_for(consumer_key_via_api(alice, "carol"))
     response = carol.post("/api/v1/endpoints", {"url": URL, "owner": "dave"}, format="json")
     assert response.status_code == 201 and response.json()["owner"] == "carol"
     assert response.json()["secret"].startswith("whsec_")
@@ -110,7 +103,7 @@ def test_a_consumer_creates_endpoints_for_its_owner_only(alice):
 @pytest.mark.parametrize("types", [["homing.*"], ["order.paid", "homing.endpoint.disabled"]])
 def test_a_consumer_cannot_subscribe_to_operational_events(alice, types):
     """They are about every endpoint of the tenant: Dave's URLs and failures to Carol."""
-    carol = _client(consumer_key(alice, "carol"))
+    carol = api_client_for(consumer_key_via_api(alice, "carol"))
     refused = carol.post("/api/v1/endpoints", {"url": URL, "event_types": types}, format="json")
     assert refused.status_code == 400 and "event_types" in refused.json()["errors"]
     made = carol.post("/api/v1/endpoints", {"url": URL}, format="json").json()
@@ -127,7 +120,7 @@ def test_a_consumer_lists_only_its_owners_objects(alice):
     alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "dave"}, format="json")
     alice.client.post("/api/v1/endpoints", {"url": URL}, format="json")
     alice.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
-    carol = _client(consumer_key(alice, "carol"))
+    carol = api_client_for(consumer_key_via_api(alice, "carol"))
     assert [e["id"] for e in carol.get("/api/v1/endpoints").json()["results"]] == [
         mine.json()["id"]
     ]
@@ -216,12 +209,12 @@ def world(alice):
         }
     key = alice.client.post("/api/v1/consumer-keys", {"owner": "dave"}, format="json").json()
     ids["dave_key"] = key["id"]
-    ids["carol"]["key"] = consumer_key(alice, "carol")
+    ids["carol"]["key"] = consumer_key_via_api(alice, "carol")
     return ids
 
 
 def _kill(delivery: Delivery) -> str:
-    return kill(delivery, "test: dead").id
+    return dead_letter_of(delivery, "test: dead").id
 
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -264,7 +257,7 @@ def _body(route: str, method: str, ids: dict[str, str]) -> dict:
 def test_a_consumer_key_on_every_route(world, route, method):
     """Allowed routes work on Carol's objects and answer 404 on Dave's (exactly as for an
     unknown id); forbidden routes answer 403 whatever the id."""
-    carol = _client(world["carol"]["key"])
+    carol = api_client_for(world["carol"]["key"])
     call = getattr(carol, method.lower())
     own = call(
         _path(route, world["carol"], world["dave_key"]),
@@ -287,7 +280,7 @@ def test_a_consumer_key_on_every_route(world, route, method):
 
 
 def test_a_consumer_bulk_replay_takes_only_its_owners_letters(world, alice):
-    carol = _client(world["carol"]["key"])
+    carol = api_client_for(world["carol"]["key"])
     daves = {"ids": [world["dave"]["letter"]]}
     assert carol.post("/api/v1/dead-letters/replay", daves, format="json").json() == {"replayed": 0}
     by_endpoint = {"endpoint": world["dave"]["endpoint"]}
@@ -301,7 +294,7 @@ def test_a_consumer_bulk_replay_takes_only_its_owners_letters(world, alice):
 
 
 def test_a_consumer_recovers_only_its_endpoint(world):
-    carol = _client(world["carol"]["key"])
+    carol = api_client_for(world["carol"]["key"])
     since = (timezone.now() - timedelta(hours=1)).isoformat()
     answer = carol.post(
         f"/api/v1/endpoints/{world['carol']['endpoint']}/recover", {"since": since}, format="json"
@@ -310,7 +303,7 @@ def test_a_consumer_recovers_only_its_endpoint(world):
 
 
 def test_a_consumers_filters_never_reach_another_owner(world):
-    carol = _client(world["carol"]["key"])
+    carol = api_client_for(world["carol"]["key"])
     dave = world["dave"]
     assert carol.get(f"/api/v1/deliveries?endpoint={dave['endpoint']}").json()["results"] == []
     # Dave's event went to Carol's endpoint too: she sees that delivery, not Dave's.
@@ -322,7 +315,7 @@ def test_a_consumers_filters_never_reach_another_owner(world):
 def test_a_consumer_creates_at_most_the_owner_limit(alice, settings):
     # Carol must not take every endpoint place Alice has; Dave and Alice keep theirs.
     settings.HOMING_MAX_ENDPOINTS_PER_OWNER = 3
-    carol = _client(consumer_key(alice, "carol"))
+    carol = api_client_for(consumer_key_via_api(alice, "carol"))
     for _ in range(3):
         assert carol.post("/api/v1/endpoints", {"url": URL}, format="json").status_code == 201
     refused = carol.post("/api/v1/endpoints", {"url": URL}, format="json")
@@ -331,7 +324,7 @@ def test_a_consumer_creates_at_most_the_owner_limit(alice, settings):
     assert "3" in refused.json()["message"]
     assert len(carol.get("/api/v1/endpoints").json()["results"]) == 3
 
-    dave = _client(consumer_key(alice, "dave"))
+    dave = api_client_for(consumer_key_via_api(alice, "dave"))
     assert dave.post("/api/v1/endpoints", {"url": URL}, format="json").status_code == 201
     # The tenant's own key is bound by the tenant's limit only, for any owner.
     made = alice.client.post("/api/v1/endpoints", {"url": URL, "owner": "carol"}, format="json")
@@ -340,8 +333,8 @@ def test_a_consumer_creates_at_most_the_owner_limit(alice, settings):
 
 def test_a_portal_session_creates_at_most_the_owner_limit(alice, settings):
     settings.HOMING_MAX_ENDPOINTS_PER_OWNER = 1
-    carol, _ = open_link(make_link(alice, "carol"))
-    token = csrf_of(carol.get("/portal/endpoints/new"))
+    carol, _ = portal_session_via_link(portal_link_via_api(alice, "carol"))
+    token = portal_csrf_of(carol.get("/portal/endpoints/new"))
     form = {"url": URL, "description": "", "portal_csrf": token}
     assert carol.post("/portal/endpoints/new", form).status_code == 302
     refused = carol.post("/portal/endpoints/new", form)

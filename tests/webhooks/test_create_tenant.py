@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
+from tests.processes import process_env
 from webhooks.models import Tenant
-
-from .test_misc_routes import _env_for_test_database
 
 pytestmark = pytest.mark.e2e  # runs manage.py create_tenant
 
@@ -19,7 +18,7 @@ def create_tenant(name: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "manage.py", "create_tenant", name],
         capture_output=True,
         text=True,
-        env=_env_for_test_database(),
+        env=process_env(),
         timeout=60,
     )
 

@@ -7,7 +7,7 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.db import connection
 
-from tests.webhooks.test_migrations import latest, migrate
+from tests.migrations import latest, migrate
 from webhooks.models import Endpoint
 from webhooks.services.endpoints import endpoint_headers
 

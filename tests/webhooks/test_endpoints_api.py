@@ -7,18 +7,13 @@ import pytest
 from deliveries.lifecycle.endpoint_backlogs import endpoint_backlog_clear
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
+from tests.factories import NOWHERE, endpoint_via_api
 
-URL = "http://127.0.0.1:9/hooks"
-
-
-def create_endpoint(actor, **fields):
-    response = actor.client.post("/api/v1/endpoints", {"url": URL, **fields}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
+URL = NOWHERE  # what endpoint_via_api makes unless told otherwise
 
 
 def test_it_creates_an_endpoint_with_a_secret(alice):
-    body = create_endpoint(
+    body = endpoint_via_api(
         alice,
         description="orders",
         event_types=["order.*"],
@@ -49,7 +44,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
 
 
 def test_it_defaults_optional_fields(alice):
-    body = create_endpoint(alice)
+    body = endpoint_via_api(alice)
     assert body["event_types"] == [] and body["rate_limit"] is None
     assert body["headers"] == {} and body["description"] == ""
 
@@ -116,7 +111,7 @@ def test_it_accepts_a_public_host_that_does_not_resolve_here(alice, settings):
 
 
 def test_it_lists_endpoints_newest_first_with_pagination(alice):
-    ids = [create_endpoint(alice, description=str(n))["id"] for n in range(3)]
+    ids = [endpoint_via_api(alice, description=str(n))["id"] for n in range(3)]
     page = alice.client.get("/api/v1/endpoints?limit=2").json()
     assert [e["id"] for e in page["results"]] == ids[::-1][:2]
     assert page["next"]
@@ -125,7 +120,7 @@ def test_it_lists_endpoints_newest_first_with_pagination(alice):
 
 
 def test_it_updates_and_deletes_an_endpoint(alice):
-    endpoint = create_endpoint(alice)
+    endpoint = endpoint_via_api(alice)
     url = f"/api/v1/endpoints/{endpoint['id']}"
     response = alice.client.patch(
         url, {"description": "new", "event_types": ["a.b"]}, format="json"
@@ -139,7 +134,7 @@ def test_it_updates_and_deletes_an_endpoint(alice):
 
 
 def test_it_rotates_the_secret(alice):
-    endpoint = create_endpoint(alice)
+    endpoint = endpoint_via_api(alice)
     response = alice.client.post(f"/api/v1/endpoints/{endpoint['id']}/rotate-secret")
     assert response.status_code == 200
     new_secret = response.json()["secret"]
@@ -149,7 +144,7 @@ def test_it_rotates_the_secret(alice):
 
 
 def test_deactivating_an_endpoint_parks_its_pending_deliveries(alice):
-    endpoint = create_endpoint(alice)
+    endpoint = endpoint_via_api(alice)
     event = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
     assert event["deliveries"][0]["status"] == "pending"
     response = alice.client.patch(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api
 from webhooks.models import Event
 
 
@@ -21,10 +22,7 @@ def deep(levels: int) -> str:
 
 @pytest.fixture
 def endpoint(alice):
-    response = alice.client.post(
-        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json"
-    )
-    assert response.status_code == 201
+    endpoint_via_api(alice)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from core import counters
 from core.exceptions import IdempotencyKeyInUse
+from tests.factories import endpoint_via_api
 from webhooks.models import Event, IdempotencyRecord
 
 BODY = {"type": "payment.succeeded", "data": {"amount": 4200, "currency": "EUR"}}
@@ -31,7 +32,7 @@ def post(actor, payload=BODY, key="order-1234", client=None):
 
 @pytest.fixture
 def endpoint(alice):
-    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    endpoint_via_api(alice)
 
 
 def test_a_repeat_replays_the_first_answer_byte_for_byte(alice, endpoint):

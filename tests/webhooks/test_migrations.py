@@ -5,27 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
+from tests.migrations import latest, migrate
 from webhooks.models import Endpoint
 from webhooks.secrets import generate_secret
 from webhooks.services.endpoints import endpoint_signing_secrets
 
 BEFORE = [("webhooks", "0002_delete_counter")]
 AFTER = [("webhooks", "0003_encrypt_secrets_keyset_indexes")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def latest():
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()
 
 
 def test_it_encrypts_plain_secrets_and_keeps_a_rotation_in_grace(transactional_db):

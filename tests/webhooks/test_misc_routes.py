@@ -7,6 +7,7 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
+from tests.processes import process_env
 from webhooks.models import ApiKey, Tenant
 
 
@@ -84,7 +85,7 @@ def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, l
         capture_output=True,
         text=True,
         check=True,
-        env=_env_for_test_database(),
+        env=process_env(),
     )
     key = result.stdout.strip().splitlines()[-1]
     assert key.startswith("hom_")
@@ -97,19 +98,6 @@ def test_create_tenant_prints_a_working_key_on_the_last_line(transactional_db, l
         f"{live_server.url}/api/v1/endpoints", headers={"Authorization": f"Bearer {key}"}, timeout=5
     )
     assert response.status_code == 200
-
-
-def _env_for_test_database() -> dict[str, str]:
-    import os
-
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-    }
 
 
 def test_the_root_leads_staff_to_the_login(db):

@@ -14,6 +14,7 @@ from core.redis import redis_client
 from deliveries.intake import backpressure
 from deliveries.intake.sequences import sequences_take
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api
 from webhooks.models import Event, IdempotencyRecord, Tenant
 from webhooks.services import tenants
 
@@ -38,13 +39,6 @@ def _batch(actor, n):
     return actor.client.post("/api/v1/events/batch", {"events": [EVENT] * n}, format="json")
 
 
-def _endpoint(actor):
-    response = actor.client.post(
-        "/api/v1/endpoints", {"url": "http://127.0.0.1:9/hook"}, format="json"
-    )
-    assert response.status_code == 201
-
-
 def _assert_throttled(response, code):
     assert response.status_code == 429
     assert response.json()["code"] == code
@@ -54,7 +48,7 @@ def _assert_throttled(response, code):
 
 def test_it_refuses_events_over_the_rate_and_writes_nothing(alice, settings, caplog):
     settings.HOMING_TENANT_EVENT_RATE = 3
-    _endpoint(alice)
+    endpoint_via_api(alice)
     assert [_post(alice).status_code for _ in range(3)] == [202, 202, 202]
 
     refused = _post(alice, HTTP_IDEMPOTENCY_KEY="order-4")
@@ -119,8 +113,8 @@ def test_a_batch_larger_than_the_rate_says_so(alice, settings):
 
 def test_it_refuses_events_while_the_backlog_is_full(alice, bob, settings):
     settings.HOMING_TENANT_MAX_BACKLOG = 2
-    _endpoint(alice)
-    _endpoint(bob)
+    endpoint_via_api(alice)
+    endpoint_via_api(bob)
     # No worker runs: each event leaves one pending delivery.
     assert [_post(alice).status_code for _ in range(2)] == [202, 202]
     refused = _batch(alice, 1)
@@ -139,7 +133,7 @@ def test_it_refuses_events_while_the_backlog_is_full(alice, bob, settings):
 def test_the_backlog_counts_deliveries_other_processes_created(alice, settings, monkeypatch):
     settings.HOMING_TENANT_MAX_BACKLOG = 3
     monkeypatch.setattr(backpressure, "BACKLOG_COUNT_SHARE", 1.0)  # a slow count: still 1 s
-    _endpoint(alice)
+    endpoint_via_api(alice)
     assert _post(alice).status_code == 202  # this process counted 0, now holds 1
     endpoint_id = Delivery.objects.get().endpoint_id
     event = Event.objects.create(tenant=alice.tenant, type="x.y", data={})
@@ -175,7 +169,7 @@ def test_tenant_limits_overrides_the_settings(alice, bob, settings):
 
 
 def test_tenant_limits_sets_the_backlog_and_goes_back_to_the_default(alice):
-    _endpoint(alice)
+    endpoint_via_api(alice)
     call_command("tenant_limits", alice.tenant.pk, "--max-backlog", "1", stdout=io.StringIO())
     tenants._recent_keys.clear()
     assert _post(alice).status_code == 202

@@ -16,9 +16,14 @@ from deliveries.models import Delivery
 from dlq.models import DeadLetter, ReplayJob
 from dlq.services import replay_jobs
 from dlq.services.replay_jobs import replay_job_create, replay_job_run
-from tests.dlq.test_replay import kill
-from tests.portal.test_portal_pages import csrf_of, make_link, open_link
-from tests.webhooks.test_consumer_keys import _client, consumer_key
+from tests.factories import (
+    api_client_for,
+    consumer_key_via_api,
+    dead_letter_of,
+    portal_csrf_of,
+    portal_link_via_api,
+    portal_session_via_link,
+)
 from webhooks.models import Event
 from webhooks.services import tenants
 
@@ -50,7 +55,7 @@ def full(alice, settings):
     endpoint = alice.client.post(
         "/api/v1/endpoints", {"url": URL, "owner": "carol"}, format="json"
     ).json()["id"]
-    letters = [kill(Delivery.objects.get(pk=_event(alice)), "HTTP 404") for _ in range(2)]
+    letters = [dead_letter_of(Delivery.objects.get(pk=_event(alice)), "HTTP 404") for _ in range(2)]
     succeeded = _event(alice)
     Delivery.objects.filter(pk=succeeded).update(status="succeeded", next_attempt_at=None)
     _event(alice)  # pending
@@ -82,7 +87,11 @@ def _requests(full):
 
 @pytest.mark.parametrize("who", ["tenant key", "consumer key"])
 def test_at_a_full_backlog_each_answers_429_and_creates_nothing(alice, full, who):
-    client = alice.client if who == "tenant key" else _client(consumer_key(alice, "carol"))
+    client = (
+        alice.client
+        if who == "tenant key"
+        else api_client_for(consumer_key_via_api(alice, "carol"))
+    )
     before = _state()
     for path, body in _requests(full):
         response = client.post(path, body, format="json")
@@ -101,10 +110,10 @@ def test_once_there_is_room_they_are_accepted_again(alice, full, settings):
 
 
 def test_in_the_portal_too(alice, full):
-    carol, answer = open_link(make_link(alice, "carol"))
+    carol, answer = portal_session_via_link(portal_link_via_api(alice, "carol"))
     assert answer.status_code == 302
     page = f"/portal/endpoints/{full['endpoint']}/"
-    token = csrf_of(carol.get(page))
+    token = portal_csrf_of(carol.get(page))
     since = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     before = _state()
     posts = [

@@ -1,20 +1,13 @@
 from __future__ import annotations
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_via_api
 from webhooks.models import Event
-
-URL = "http://127.0.0.1:9/hooks"
-
-
-def create_endpoint(actor, **fields):
-    response = actor.client.post("/api/v1/endpoints", {"url": URL, **fields}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
 
 
 def test_it_sends_a_test_event_to_that_endpoint_only(alice):
-    orders = create_endpoint(alice, event_types=["order.*"])
-    create_endpoint(alice)  # takes every event type, but must not get the test
+    orders = endpoint_via_api(alice, event_types=["order.*"])
+    endpoint_via_api(alice)  # takes every event type, but must not get the test
 
     response = alice.client.post(f"/api/v1/endpoints/{orders['id']}/test")
 
@@ -31,7 +24,7 @@ def test_it_sends_a_test_event_to_that_endpoint_only(alice):
 
 
 def test_it_hides_another_tenants_endpoint(alice, bob):
-    endpoint = create_endpoint(alice)
+    endpoint = endpoint_via_api(alice)
 
     response = bob.client.post(f"/api/v1/endpoints/{endpoint['id']}/test")
 
@@ -40,7 +33,7 @@ def test_it_hides_another_tenants_endpoint(alice, bob):
 
 
 def test_it_refuses_an_inactive_endpoint(alice):
-    endpoint = create_endpoint(alice, is_active=False)
+    endpoint = endpoint_via_api(alice, is_active=False)
 
     response = alice.client.post(f"/api/v1/endpoints/{endpoint['id']}/test")
 

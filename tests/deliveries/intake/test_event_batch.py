@@ -9,14 +9,8 @@ from rest_framework.renderers import JSONRenderer
 
 from deliveries.api.serializers import EventSerializer
 from deliveries.models import Delivery
+from tests.factories import endpoint_id_via_api
 from webhooks.models import Event, IdempotencyRecord
-
-
-def make_endpoint(actor, **fields):
-    body = {"url": "http://127.0.0.1:9/hook", **fields}
-    response = actor.client.post("/api/v1/endpoints", body, format="json")
-    assert response.status_code == 201
-    return response.json()["id"]
 
 
 def post_batch(actor, payload, **headers):
@@ -31,8 +25,8 @@ def batch(*types: str) -> dict:
 
 
 def test_it_answers_each_event_as_post_events_does_in_the_order_sent(alice):
-    orders = make_endpoint(alice, event_types=["order.*"])
-    everything = make_endpoint(alice)
+    orders = endpoint_id_via_api(alice, event_types=["order.*"])
+    everything = endpoint_id_via_api(alice)
     response = post_batch(alice, batch("order.paid", "invoice.sent", "order.refunded"))
 
     assert response.status_code == 202
@@ -54,7 +48,7 @@ def test_it_answers_each_event_as_post_events_does_in_the_order_sent(alice):
 
 
 def test_single_and_batch_answers_have_the_same_shape(alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     single = alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json").json()
     [from_batch] = post_batch(alice, batch("a.b")).json()["events"]
     assert (
@@ -87,7 +81,7 @@ def test_single_and_batch_answers_have_the_same_shape(alice):
     ],
 )
 def test_one_bad_item_refuses_the_whole_batch_naming_it(alice, payload, field):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     response = post_batch(alice, payload)
     assert response.status_code == 400, response.content
     assert list(response.json()["errors"]) == [field]
@@ -125,7 +119,7 @@ def test_a_body_over_the_batch_limit_is_413(alice, settings):
 
 
 def test_an_idempotency_key_replays_the_whole_batch_byte_for_byte(alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     first = post_batch(alice, batch("a.b", "c.d"), HTTP_IDEMPOTENCY_KEY="import-7")
     again = post_batch(alice, batch("a.b", "c.d"), HTTP_IDEMPOTENCY_KEY="import-7")
     assert first.status_code == again.status_code == 202
@@ -145,8 +139,8 @@ def test_a_refused_batch_frees_its_idempotency_key(alice):
 
 
 def test_a_batch_fans_out_to_its_own_tenant_only(alice, bob):
-    mine = make_endpoint(alice)
-    make_endpoint(bob)
+    mine = endpoint_id_via_api(alice)
+    endpoint_id_via_api(bob)
     answered = post_batch(alice, batch("a.b", "a.c")).json()["events"]
     assert [[d["endpoint_id"] for d in e["deliveries"]] for e in answered] == [[mine], [mine]]
     assert set(Delivery.objects.values_list("tenant_id", flat=True)) == {alice.tenant.id}

@@ -5,14 +5,8 @@ import json
 import pytest
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_id_via_api
 from webhooks.models import Event
-
-
-def make_endpoint(actor, **fields):
-    body = {"url": "http://127.0.0.1:9/hook", **fields}
-    response = actor.client.post("/api/v1/endpoints", body, format="json")
-    assert response.status_code == 201
-    return response.json()["id"]
 
 
 def post_event(actor, payload, **headers):
@@ -22,11 +16,11 @@ def post_event(actor, payload, **headers):
 
 
 def test_it_accepts_an_event_with_one_delivery_per_matching_endpoint(alice):
-    everything = make_endpoint(alice)
-    orders = make_endpoint(alice, event_types=["order.*"])
-    exact = make_endpoint(alice, event_types=["order.paid"])
-    make_endpoint(alice, event_types=["invoice.*", "order.refunded"])
-    make_endpoint(alice, is_active=False)
+    everything = endpoint_id_via_api(alice)
+    orders = endpoint_id_via_api(alice, event_types=["order.*"])
+    exact = endpoint_id_via_api(alice, event_types=["order.paid"])
+    endpoint_id_via_api(alice, event_types=["invoice.*", "order.refunded"])
+    endpoint_id_via_api(alice, is_active=False)
 
     response = post_event(alice, {"type": "order.paid", "data": {"amount": 100}})
 
@@ -43,7 +37,7 @@ def test_it_accepts_an_event_with_one_delivery_per_matching_endpoint(alice):
 
 
 def test_prefix_patterns_do_not_match_a_bare_prefix(alice):
-    make_endpoint(alice, event_types=["order.*"])
+    endpoint_id_via_api(alice, event_types=["order.*"])
     assert post_event(alice, {"type": "order", "data": {}}).json()["deliveries"] == []
     assert len(post_event(alice, {"type": "order.a.b", "data": {}}).json()["deliveries"]) == 1
 
@@ -63,7 +57,7 @@ def test_prefix_patterns_do_not_match_a_bare_prefix(alice):
     ],
 )
 def test_it_refuses_malformed_events_and_writes_nothing(alice, raw, needle):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     response = alice.client.post("/api/v1/events", raw, content_type="application/json")
     assert response.status_code == 400
     assert needle in response.content.decode()
@@ -90,7 +84,7 @@ def test_it_lists_events_newest_first_and_filters_by_type(alice):
 
 
 def test_event_detail_shows_its_deliveries(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     event = post_event(alice, {"type": "a.b", "data": {"k": "v"}}).json()
     detail = alice.client.get(f"/api/v1/events/{event['id']}").json()
     assert detail["data"] == {"k": "v"}

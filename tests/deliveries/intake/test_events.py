@@ -6,7 +6,8 @@ import pytest
 
 from deliveries.intake import ingest as events_service
 from deliveries.models import Delivery
-from webhooks.models import Endpoint, Event
+from tests.factories import endpoint_row
+from webhooks.models import Event
 from webhooks.services.event_input import EventInput
 
 INPUTS = [EventInput("order.paid", {"n": 1}), EventInput("invoice.sent", {"é": "ü"})]
@@ -14,14 +15,11 @@ INPUTS = [EventInput("order.paid", {"n": 1}), EventInput("invoice.sent", {"é": 
 
 @pytest.fixture
 def endpoints(alice, bob):
-    def make(tenant, **fields):
-        return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
-
     return {
-        "all": make(alice.tenant),
-        "orders": make(alice.tenant, event_types=["order.*"]),
-        "inactive": make(alice.tenant, is_active=False),
-        "bobs": make(bob.tenant),
+        "all": endpoint_row(alice.tenant),
+        "orders": endpoint_row(alice.tenant, event_types=["order.*"]),
+        "inactive": endpoint_row(alice.tenant, is_active=False),
+        "bobs": endpoint_row(bob.tenant),
     }
 
 

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from deliveries.intake import routing
 from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery
+from tests.factories import endpoint_row
 from webhooks.models import Endpoint, RoutingVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,17 +26,13 @@ def _cold_cache():
     routing.routing_forget()
 
 
-def _endpoint(tenant, **fields):
-    return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
-
-
 def _routed(alice, event_type="order.paid"):
     event = event_ingest(tenant=alice.tenant, event_type=event_type, data={})
     return sorted(d.endpoint_id for d in Delivery.objects.filter(event_id=event.id))
 
 
 def test_a_warm_cache_ingests_in_one_statement(alice):
-    shop = _endpoint(alice.tenant)
+    shop = endpoint_row(alice.tenant)
     assert _routed(alice) == [shop.id]
     with CaptureQueriesContext(connection) as queries:
         assert _routed(alice) == [shop.id]
@@ -58,7 +55,7 @@ def test_a_warm_cache_ingests_in_one_statement(alice):
     ],
 )
 def test_an_endpoint_change_is_seen_by_the_next_event(alice, change):
-    shop, audit = _endpoint(alice.tenant), _endpoint(alice.tenant)
+    shop, audit = endpoint_row(alice.tenant), endpoint_row(alice.tenant)
     assert _routed(alice) == sorted([shop.id, audit.id])  # the cache is warm now
     change(shop)
     assert _routed(alice) == [audit.id]  # read back from the deliveries table
@@ -66,16 +63,16 @@ def test_an_endpoint_change_is_seen_by_the_next_event(alice, change):
 
 def test_a_new_endpoint_gets_the_next_event(alice):
     assert _routed(alice) == []
-    shop = _endpoint(alice.tenant)
+    shop = endpoint_row(alice.tenant)
     assert _routed(alice) == [shop.id]
-    reactivated = _endpoint(alice.tenant, is_active=False)
+    reactivated = endpoint_row(alice.tenant, is_active=False)
     assert _routed(alice) == [shop.id]
     Endpoint.objects.filter(pk=reactivated.pk).update(is_active=True)
     assert _routed(alice) == sorted([shop.id, reactivated.id])
 
 
 def test_health_updates_keep_the_cache(alice):
-    shop = _endpoint(alice.tenant)
+    shop = endpoint_row(alice.tenant)
     _routed(alice)
     before = RoutingVersion.objects.get(tenant=alice.tenant).version
     Endpoint.objects.filter(pk=shop.pk).update(consecutive_failures=3, circuit_state="open")
@@ -83,7 +80,7 @@ def test_health_updates_keep_the_cache(alice):
 
 
 def test_a_rolled_back_change_never_passes_the_gate(alice):
-    shop = _endpoint(alice.tenant)
+    shop = endpoint_row(alice.tenant)
     _routed(alice)
     with pytest.raises(RuntimeError), transaction.atomic():
         Endpoint.objects.filter(pk=shop.pk).update(is_active=False)
@@ -96,9 +93,9 @@ def test_a_rolled_back_change_never_passes_the_gate(alice):
 
 
 def test_another_tenants_change_keeps_alices_cache(alice, bob):
-    shop = _endpoint(alice.tenant)
+    shop = endpoint_row(alice.tenant)
     _routed(alice)
-    _endpoint(bob.tenant)
+    endpoint_row(bob.tenant)
     with CaptureQueriesContext(connection) as queries:
         assert _routed(alice) == [shop.id]
     assert len(queries) == 2

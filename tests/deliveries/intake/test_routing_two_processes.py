@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from deliveries.models import Delivery
+from tests.factories import endpoint_id_via_web
 from tests.processes import Web
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -38,17 +39,9 @@ def _post_event(web: Web, key: str) -> list[str]:
     return stored
 
 
-def _new_endpoint(web: Web, key: str) -> str:
-    status, body = web.call(
-        "POST", "/api/v1/endpoints", key=key, body={"url": "http://127.0.0.1:9/h"}
-    )
-    assert status == 201, body
-    return body["id"]
-
-
 def test_a_change_through_one_process_is_obeyed_by_the_other_at_once(alice, webs):
     a, b = webs
-    shop, audit = _new_endpoint(a, alice.key), _new_endpoint(a, alice.key)
+    shop, audit = endpoint_id_via_web(a, alice.key), endpoint_id_via_web(a, alice.key)
     both = sorted([shop, audit])
     assert _post_event(a, alice.key) == _post_event(b, alice.key) == both  # caches warm
 
@@ -62,7 +55,7 @@ def test_a_change_through_one_process_is_obeyed_by_the_other_at_once(alice, webs
     assert _post_event(b, alice.key) == []
     assert _post_event(a, alice.key) == []
 
-    fresh = _new_endpoint(b, alice.key)
+    fresh = endpoint_id_via_web(b, alice.key)
     assert _post_event(a, alice.key) == [fresh]
 
     narrowed = {"event_types": ["invoice.*"]}

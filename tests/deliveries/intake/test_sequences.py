@@ -12,13 +12,9 @@ from django.db import connection, connections, transaction
 from deliveries.intake.ingest import endpoint_send_test, event_ingest, events_ingest
 from deliveries.intake.sequences import sequences_numbered
 from deliveries.models import Delivery, SequenceCounter
+from tests.factories import endpoint_id_via_api
 from webhooks.models import Endpoint
 from webhooks.services.event_input import EventInput
-
-
-def make_endpoint(actor, **fields):
-    body = {"url": "http://127.0.0.1:9/h", **fields}
-    return actor.client.post("/api/v1/endpoints", body, format="json").json()["id"]
 
 
 def sequences_of(endpoint_id: str) -> list[int]:
@@ -30,7 +26,7 @@ def sequences_of(endpoint_id: str) -> list[int]:
 
 
 def test_numbers_follow_a_batch_order_then_the_next_event(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     batch = alice.client.post(
         "/api/v1/events/batch",
         {"events": [{"type": "a.b", "data": {"n": n}} for n in range(5)]},
@@ -48,9 +44,9 @@ def test_numbers_follow_a_batch_order_then_the_next_event(alice):
 
 
 def test_each_endpoint_counts_its_own_deliveries(alice, bob):
-    orders = make_endpoint(alice, event_types=["order.*"])
-    everything = make_endpoint(alice)
-    elsewhere = make_endpoint(bob)
+    orders = endpoint_id_via_api(alice, event_types=["order.*"])
+    everything = endpoint_id_via_api(alice)
+    elsewhere = endpoint_id_via_api(bob)
     for event_type in ["order.paid", "invoice.sent", "order.refunded", "invoice.paid"]:
         alice.client.post("/api/v1/events", {"type": event_type, "data": {}}, format="json")
     bob.client.post("/api/v1/events", {"type": "order.paid", "data": {}}, format="json")
@@ -61,7 +57,7 @@ def test_each_endpoint_counts_its_own_deliveries(alice, bob):
 
 
 def test_a_rolled_back_ingestion_gives_its_numbers_back(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={})
     with pytest.raises(RuntimeError), transaction.atomic():
         event_ingest(tenant=alice.tenant, event_type="a.b", data={})
@@ -72,7 +68,7 @@ def test_a_rolled_back_ingestion_gives_its_numbers_back(alice):
 
 
 def test_a_test_event_takes_the_next_number(alice):
-    endpoint_id = make_endpoint(alice)
+    endpoint_id = endpoint_id_via_api(alice)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={})
     _, delivery = endpoint_send_test(endpoint=Endpoint.objects.get(pk=endpoint_id))
     event_ingest(tenant=alice.tenant, event_type="a.b", data={})
@@ -91,7 +87,7 @@ def test_concurrent_producers_never_let_a_reader_see_a_gap(make_actor):
     sees a sequence while a lower one of its endpoint is missing (commit order), and
     the end state is 1..n on each endpoint."""
     actor = make_actor("Concurrent")
-    endpoints = [make_endpoint(actor), make_endpoint(actor)]
+    endpoints = [endpoint_id_via_api(actor), endpoint_id_via_api(actor)]
     producers, per_producer = 8, 25
     stop = threading.Event()
     seen_gaps: list[Any] = []
@@ -147,7 +143,7 @@ def test_fan_outs_over_many_endpoints_at_once_do_not_deadlock(make_actor):
     """Batches whose events fan out to the same ten endpoints, from six producers at
     once: counters are locked in one order, so none waits for another in a cycle."""
     actor = make_actor("Fan-out")
-    endpoints = [make_endpoint(actor) for _ in range(10)]
+    endpoints = [endpoint_id_via_api(actor) for _ in range(10)]
     errors = []
 
     def produce(seed: int) -> None:
@@ -183,7 +179,7 @@ def test_an_ingestion_writes_its_events_before_it_waits_for_the_counter(alice, m
 
     from core.ids import new_id
 
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={})  # the counter row exists
     monkeypatch.setattr(
         "deliveries.intake.ingest.new_id",

@@ -17,6 +17,7 @@ from deliveries.lifecycle.recording import Attempted, attempts_record
 from deliveries.models import Delivery
 from deliveries.results import ErrorKind, SendResult
 from deliveries.worker.claims import deliveries_claim
+from tests.factories import endpoint_id_via_api
 from webhooks.models import Endpoint, Event
 
 DOWN = SendResult.failed(ErrorKind.CONNECTION, "connection error: refused")
@@ -28,11 +29,6 @@ def small_thresholds(settings):
     settings.HOMING_CIRCUIT_FAILURES = 3
     settings.HOMING_CIRCUIT_PROBE_INTERVAL = 30
     settings.HOMING_DEACTIVATE_AFTER = 3600
-
-
-def endpoint(actor, url: str, event_types: list[str] | None = None) -> str:
-    body = {"url": url, "event_types": event_types or []}
-    return actor.client.post("/api/v1/endpoints", body, format="json").json()["id"]
 
 
 def send(actor, n: int, event_type: str = "order.paid") -> None:
@@ -63,9 +59,9 @@ def homing_events(event_type: str) -> list[Event]:
 
 
 def test_it_opens_the_circuit_after_consecutive_failures_and_stops_claiming(alice) -> None:
-    down = endpoint(alice, "http://127.0.0.1:9/down", ["order.*"])
-    watcher = endpoint(alice, "http://127.0.0.1:9/watch", ["homing.*"])
-    everything = endpoint(alice, "http://127.0.0.1:9/all")
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down", event_types=["order.*"])
+    watcher = endpoint_id_via_api(alice, "http://127.0.0.1:9/watch", event_types=["homing.*"])
+    everything = endpoint_id_via_api(alice, "http://127.0.0.1:9/all")
     send(alice, 5)
     claimed = claim()
     to_down = [d for d in claimed if d.endpoint_id == down]
@@ -91,7 +87,7 @@ def test_it_opens_the_circuit_after_consecutive_failures_and_stops_claiming(alic
 
 
 def test_it_probes_once_per_interval_and_closes_on_success(alice) -> None:
-    down = endpoint(alice, "http://127.0.0.1:9/down")
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down")
     send(alice, 4)
     record(claim(), DOWN)
     assert Endpoint.objects.get(pk=down).circuit_state == "open"
@@ -124,8 +120,10 @@ def test_it_probes_once_per_interval_and_closes_on_success(alice) -> None:
 
 def test_it_deactivates_an_endpoint_failing_for_the_configured_time(alice, settings) -> None:
     settings.HOMING_CIRCUIT_FAILURES = 100
-    down = endpoint(alice, "http://127.0.0.1:9/down", ["order.*"])
-    watcher = endpoint(alice, "http://127.0.0.1:9/watch", ["homing.endpoint.disabled"])
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down", event_types=["order.*"])
+    watcher = endpoint_id_via_api(
+        alice, "http://127.0.0.1:9/watch", event_types=["homing.endpoint.disabled"]
+    )
     send(alice, 2)
     claimed = [d for d in claim() if d.endpoint_id == down]
     record(claimed[:1], DOWN)
@@ -154,7 +152,7 @@ def test_it_deactivates_an_endpoint_failing_for_the_configured_time(alice, setti
 
 
 def test_a_flapping_endpoint_is_not_deactivated(alice, settings) -> None:
-    down = endpoint(alice, "http://127.0.0.1:9/flaps")
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/flaps")
     send(alice, 2)
     first, second = claim()
     record([first], DOWN)
@@ -168,7 +166,7 @@ def test_a_fatal_answer_starts_failing_since_but_not_the_circuit_count(alice) ->
     """CONTRACT section 4: the circuit counts retryable failures only, while deactivation
     counts from the first failure of any kind after the last success. So a 404 shows a
     `failing_since` beside 0 `consecutive_failures` (the pages say what each means)."""
-    lost = endpoint(alice, "http://127.0.0.1:9/lost")
+    lost = endpoint_id_via_api(alice, "http://127.0.0.1:9/lost")
     send(alice, 3)
     first, second, third = claim()
     not_found = SendResult(404, None, b"no such hook", None, 1)
@@ -192,7 +190,7 @@ def test_a_fatal_answer_starts_failing_since_but_not_the_circuit_count(alice) ->
 
 
 def test_a_410_gives_its_reason(alice) -> None:
-    gone = endpoint(alice, "http://127.0.0.1:9/gone")
+    gone = endpoint_id_via_api(alice, "http://127.0.0.1:9/gone")
     send(alice, 1)
     [recorded] = record(claim(), SendResult(410, None, b"", None, 1))
     assert recorded.deactivate_reason == "HTTP 410 Gone"
@@ -201,8 +199,12 @@ def test_a_410_gives_its_reason(alice) -> None:
 
 
 def test_a_dead_delivery_is_announced_but_a_dead_operational_one_is_not(alice) -> None:
-    broken = endpoint(alice, "http://127.0.0.1:9/broken", ["order.*", "homing.*"])
-    watcher = endpoint(alice, "http://127.0.0.1:9/watch", ["homing.delivery.dead"])
+    broken = endpoint_id_via_api(
+        alice, "http://127.0.0.1:9/broken", event_types=["order.*", "homing.*"]
+    )
+    watcher = endpoint_id_via_api(
+        alice, "http://127.0.0.1:9/watch", event_types=["homing.delivery.dead"]
+    )
     send(alice, 1)
     record([d for d in claim() if d.endpoint_id == broken], SendResult(400, None, b"", None, 1))
     [dead] = homing_events("homing.delivery.dead")
@@ -224,7 +226,7 @@ def test_tenants_cannot_send_operational_events(alice) -> None:
 
 
 def test_metrics_count_open_circuits(alice, client, settings, monkeypatch) -> None:
-    endpoint(alice, "http://127.0.0.1:9/down")
+    endpoint_id_via_api(alice, "http://127.0.0.1:9/down")
     send(alice, 3)
     record(claim(), DOWN)
     settings.HOMING_METRICS_TOKEN = ""
@@ -238,7 +240,7 @@ def test_a_recovered_endpoint_starts_with_a_few_in_flight(alice, settings) -> No
     from deliveries.worker import concurrency
 
     settings.HOMING_ENDPOINT_CONCURRENCY = 50
-    down = endpoint(alice, "http://127.0.0.1:9/down")
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down")
     send(alice, 4)
     record(claim(), DOWN)
     Endpoint.objects.filter(pk=down).update(probe_at=timezone.now() - timedelta(seconds=1))
@@ -251,7 +253,7 @@ def test_a_recovered_endpoint_starts_with_a_few_in_flight(alice, settings) -> No
 
 
 def test_probing_an_endpoint_deleted_meanwhile_sends_nothing_and_crashes_nothing(alice) -> None:
-    down = endpoint(alice, "http://127.0.0.1:9/down")
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down")
     send(alice, 4)
     record(claim(), DOWN)
     Endpoint.objects.filter(pk=down).update(probe_at=timezone.now() - timedelta(seconds=1))
@@ -266,7 +268,7 @@ def test_probing_an_endpoint_deleted_meanwhile_sends_nothing_and_crashes_nothing
 
 
 def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(alice) -> None:
-    endpoint_id = endpoint(alice, "http://127.0.0.1:9/h")
+    endpoint_id = endpoint_id_via_api(alice, "http://127.0.0.1:9/h")
     send(alice, 4)
     record(claim(2), DOWN)  # two failures: still closed
     make_due()
@@ -285,8 +287,8 @@ def test_successes_of_a_healthy_endpoint_reset_its_failures_without_locking_it(a
 
 
 def test_a_probe_leaves_the_rest_of_the_claim_to_other_endpoints(alice) -> None:
-    down = endpoint(alice, "http://127.0.0.1:9/down", ["order.*"])
-    healthy = endpoint(alice, "http://127.0.0.1:9/ok", ["invoice.*"])
+    down = endpoint_id_via_api(alice, "http://127.0.0.1:9/down", event_types=["order.*"])
+    healthy = endpoint_id_via_api(alice, "http://127.0.0.1:9/ok", event_types=["invoice.*"])
     send(alice, 3)
     record(claim(), DOWN)
     assert Endpoint.objects.get(pk=down).circuit_state == "open"

@@ -17,8 +17,8 @@ from deliveries.models import Delivery
 from deliveries.results import ErrorKind, SendResult
 from deliveries.worker.claims import deliveries_claim
 from dlq.models import DeadLetter
-from tests.deliveries.intake.test_sequences import make_endpoint
-from tests.dlq.test_replay import run_replay_jobs
+from tests.factories import endpoint_id_via_api
+from tests.jobs import run_replay_jobs
 from webhooks.models import Endpoint
 
 
@@ -48,7 +48,7 @@ def answer(status_code: int | None, *, limit=100):
 
 
 def test_later_deliveries_of_a_key_wait_for_the_one_before(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     first, second, third = (post(alice, "order-1", n) for n in range(3))
     other_key, no_key = (
         post(alice, "order-2"),
@@ -73,7 +73,7 @@ def test_later_deliveries_of_a_key_wait_for_the_one_before(alice):
 
 
 def test_finishing_the_first_releases_the_next_only(alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     events = [post(alice, "k", n) for n in range(3)]
 
     assert [d.event_id for d in answer(200)] == [events[0]["id"]]  # only the first is due
@@ -86,7 +86,7 @@ def test_finishing_the_first_releases_the_next_only(alice):
 
 def test_a_failing_first_holds_its_key_until_it_succeeds(alice, settings):
     settings.HOMING_RETRY_SCHEDULE = "1ms,1ms,1ms"
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     events = [post(alice, "k", n) for n in range(2)]
     answer(503)
     assert [status_of(e) for e in events] == ["pending", "held"]
@@ -95,7 +95,7 @@ def test_a_failing_first_holds_its_key_until_it_succeeds(alice, settings):
 
 
 def test_a_batch_lines_up_its_events_of_one_key_in_batch_order(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     batch = alice.client.post(
         "/api/v1/events/batch",
         {
@@ -117,7 +117,7 @@ def test_a_batch_lines_up_its_events_of_one_key_in_batch_order(alice):
 def test_a_head_failing_past_the_max_block_dies_and_its_key_moves_on(alice, settings):
     settings.HOMING_ORDERING_MAX_BLOCK = 3600
     settings.HOMING_RETRY_SCHEDULE = "1ms,2h"
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     events = [post(alice, "k", n) for n in range(2)]
     head = Delivery.objects.get(event_id=events[0]["id"])
 
@@ -138,7 +138,7 @@ def test_a_head_failing_past_the_max_block_dies_and_its_key_moves_on(alice, sett
 
 
 def test_a_replayed_dead_delivery_does_not_block_its_key_again(alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     first = post(alice, "k", 0)
     answer(404)
     letter = DeadLetter.objects.get()
@@ -152,7 +152,7 @@ def test_a_replayed_dead_delivery_does_not_block_its_key_again(alice):
 
 
 def test_retry_now_of_a_waiting_delivery_sends_it_and_closes_the_line_behind_it(alice):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     events = [post(alice, "k", n) for n in range(3)]
     rows = [Delivery.objects.get(event_id=e["id"]) for e in events]
 
@@ -165,7 +165,7 @@ def test_retry_now_of_a_waiting_delivery_sends_it_and_closes_the_line_behind_it(
 
 
 def test_deactivation_parks_waiting_deliveries_too(alice):
-    endpoint = make_endpoint(alice)
+    endpoint = endpoint_id_via_api(alice)
     for n in range(3):
         post(alice, "k", n)
     Endpoint.objects.filter(pk=endpoint).update(is_active=False)
@@ -175,7 +175,7 @@ def test_deactivation_parks_waiting_deliveries_too(alice):
 
 @pytest.mark.parametrize("key", [7, "", "x" * 256, "tab\there", "del\x7f", ["list"], {"o": 1}])
 def test_a_bad_ordering_key_is_a_400_naming_it(alice, key):
-    make_endpoint(alice)
+    endpoint_id_via_api(alice)
     body = {"type": "a.b", "data": {}, "ordering_key": key}
     response = alice.client.post("/api/v1/events", body, format="json")
     assert response.status_code == 400
@@ -190,7 +190,7 @@ def test_creating_and_finishing_at_once_never_strands_a_delivery(make_actor):
     """Producers add to 5 keys while a finisher claims and succeeds what is due: every
     delivery ends succeeded (none left held behind a finished one), each key in order."""
     actor = make_actor("Race")
-    make_endpoint(actor)
+    endpoint_id_via_api(actor)
     keys, per_key = 5, 30
     done = threading.Event()
     errors = []

@@ -265,8 +265,8 @@ def test_closing_the_sender_ends_requests_under_way(serve) -> None:
     assert settles(lambda: len(receiver.requests) == 1)
     started = time.monotonic()
     sender.close()
-    waiting.join(timeout=5)
-    assert time.monotonic() - started < 5
+    waiting.join(timeout=20)
+    assert time.monotonic() - started < 20  # the receiver would hold it 30 s
     [result] = results  # the request under way ended with a result, not a hang
     assert result.error_kind is ErrorKind.CONNECTION
 

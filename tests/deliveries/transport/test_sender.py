@@ -143,7 +143,7 @@ def test_a_hanging_server_times_out(serve, sender) -> None:
     result = post(sender, receiver.url(), timeout=1.0)
     elapsed = time.monotonic() - started
     assert (result.status_code, result.error) == (None, "timeout")
-    assert 0.9 <= elapsed < 2.0
+    assert 0.9 <= elapsed < 10  # a hang would last the test; wide: the machine is shared
     assert len(receiver.requests) == 1  # it did get the request
 
 
@@ -160,7 +160,7 @@ def test_a_body_trickling_one_byte_per_200ms_is_cut_at_the_timeout(serve, sender
     started = time.monotonic()
     result = post(sender, receiver.url(), timeout=1.0)
     elapsed = time.monotonic() - started
-    assert elapsed < 1.5  # 100 bytes would take 20 s
+    assert elapsed < 10  # 100 bytes would take 20 s
     assert result.status_code == 200  # the receiver did answer 200
     assert result.error is None
     assert 1 <= len(result.response_body) <= 6
@@ -181,7 +181,7 @@ def test_headers_trickling_one_byte_per_200ms_time_out(serve, sender) -> None:
 
     started = time.monotonic()
     result = post(sender, serve(trickle_headers).url(), timeout=1.0)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # 100 header bytes would take 20 s
     assert (result.status_code, result.error) == (None, "timeout")
 
 
@@ -199,7 +199,7 @@ def test_a_20mb_response_is_not_read_whole(serve, sender) -> None:
     receiver = serve(flood)
     started = time.monotonic()
     result = post(sender, receiver.url(), timeout=10)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 8  # inside its 10 s timeout; the body bound is the proof
     assert result.status_code == 200
     assert result.response_body == b"y" * RESPONSE_BODY_LIMIT
     assert receiver.handlers_done.wait(5), "the server is still writing: the body was drained"

@@ -17,7 +17,7 @@ from deliveries.transport.sender import Sender
 from tests.receivers import Receiver
 
 TIMEOUT = 1.0
-MARGIN = 1.0  # generous: the machine is shared
+MARGIN = 3.0  # generous (the machine is shared), and still under every stall's 5 s or more
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_hosts_with_hanging_dns_do_not_stall_lookups_of_other_hosts(monkeypatch)
         time.sleep(0.2)
         healthy = receiver.url.replace("127.0.0.1", "healthy.example")
         result, took = timed_post(guarded, healthy)
-        assert result.status_code == 200 and took < 0.5
+        assert result.status_code == 200 and took < 1.5  # behind the hanging ones: 2 s
         assert all(f.result(timeout=5).error_kind is ErrorKind.TIMEOUT for f in hanging)
     finally:
         guarded.close()
