@@ -55,6 +55,11 @@ def endpoint_id_via_api(actor: Actor, url: str = NOWHERE, **fields: Any) -> str:
     return endpoint_via_api(actor, url, **fields)["id"]
 
 
+def endpoint_model_via_api(actor: Actor, url: str = NOWHERE, **fields: Any) -> Endpoint:
+    """`endpoint_via_api`, read back as the model."""
+    return Endpoint.objects.get(pk=endpoint_id_via_api(actor, url, **fields))
+
+
 def endpoint_id_via_web(web: Web, key: str, url: str = NOWHERE, **fields: Any) -> str:
     """POST /api/v1/endpoints to one running web process (`tests.processes.Web`)."""
     status, body = web.call("POST", "/api/v1/endpoints", key=key, body={"url": url, **fields})

@@ -20,6 +20,8 @@ from tests.factories import (
     api_client_for,
     consumer_key_via_api,
     dead_letter_of,
+    delivery_of,
+    event_via_api,
     portal_csrf_of,
     portal_link_via_api,
     portal_session_via_link,
@@ -40,14 +42,6 @@ def _fresh_limits():
     backpressure.backlog_forget()
 
 
-def _event(alice) -> str:
-    response = alice.client.post(
-        "/api/v1/events", {"type": "order.paid", "data": {}}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()["deliveries"][0]["id"]
-
-
 @pytest.fixture
 def full(alice, settings):
     """Carol's endpoint with two dead letters, a succeeded delivery and one pending: the
@@ -55,10 +49,13 @@ def full(alice, settings):
     endpoint = alice.client.post(
         "/api/v1/endpoints", {"url": URL, "owner": "carol"}, format="json"
     ).json()["id"]
-    letters = [dead_letter_of(Delivery.objects.get(pk=_event(alice)), "HTTP 404") for _ in range(2)]
-    succeeded = _event(alice)
+    letters = [
+        dead_letter_of(delivery_of(event_via_api(alice, "order.paid")), "HTTP 404")
+        for _ in range(2)
+    ]
+    succeeded = delivery_of(event_via_api(alice, "order.paid")).pk
     Delivery.objects.filter(pk=succeeded).update(status="succeeded", next_attempt_at=None)
-    _event(alice)  # pending
+    event_via_api(alice, "order.paid")  # pending
     settings.HOMING_TENANT_MAX_BACKLOG = 1
     backpressure.backlog_forget()
     return {"endpoint": endpoint, "letters": letters, "succeeded": succeeded}

@@ -15,6 +15,7 @@ from deliveries.intake.ingest import event_ingest, events_ingest
 from deliveries.intake.sequences import sequences_take
 from deliveries.models import Delivery, SequenceCounter
 from tests.databases import postgresql_only, statements_run
+from tests.factories import endpoint_row
 from webhooks.models import Endpoint, Event, RoutingVersion
 from webhooks.services.event_input import EventInput
 
@@ -101,15 +102,11 @@ def test_both_reservations_of_sequence_numbers_lock_in_the_same_order() -> None:
     assert _flat(ingest_sql.SEQUENCES_TAKE) == take
 
 
-def _endpoint(tenant, **fields) -> Endpoint:
-    return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
-
-
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_an_ingestion_outside_a_transaction_runs_the_gated_statement(alice) -> None:
     routing.routing_forget()
-    shop, crm = _endpoint(alice.tenant), _endpoint(alice.tenant)
+    shop, crm = endpoint_row(alice.tenant), endpoint_row(alice.tenant)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"n": 0})  # warms the cache
     with statements_run() as ran:
         events = events_ingest(
@@ -134,7 +131,7 @@ def test_an_ingestion_outside_a_transaction_runs_the_gated_statement(alice) -> N
 @pytest.mark.django_db(transaction=True)
 def test_an_event_no_endpoint_takes_runs_the_events_only_statement(alice) -> None:
     routing.routing_forget()
-    _endpoint(alice.tenant, event_types=["order.*"])
+    endpoint_row(alice.tenant, event_types=["order.*"])
     with statements_run() as ran:
         event = event_ingest(tenant=alice.tenant, event_type="invoice.paid", data={})
     assert ran == [ingest_sql.ROUTING, ingest_sql.INGEST_GATED_EVENTS_ONLY]
@@ -146,7 +143,7 @@ def test_an_event_no_endpoint_takes_runs_the_events_only_statement(alice) -> Non
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_an_ingestion_inside_a_transaction_runs_the_ungated_statement(alice) -> None:
-    shop = _endpoint(alice.tenant, event_types=["order.*"])
+    shop = endpoint_row(alice.tenant, event_types=["order.*"])
     with statements_run() as ran, transaction.atomic():
         paid = event_ingest(tenant=alice.tenant, event_type="order.paid", data={})
         sent = event_ingest(tenant=alice.tenant, event_type="invoice.sent", data={})
@@ -163,7 +160,7 @@ def test_an_ingestion_inside_a_transaction_runs_the_ungated_statement(alice) -> 
 
 @postgresql_only
 def test_the_orm_path_reserves_numbers_with_sequences_take(alice) -> None:
-    shop, crm = _endpoint(alice.tenant), _endpoint(alice.tenant)
+    shop, crm = endpoint_row(alice.tenant), endpoint_row(alice.tenant)
     with statements_run() as ran:
         numbers = sequences_take([crm.id, shop.id, crm.id])
     assert ran == [ingest_sql.SEQUENCES_TAKE]

@@ -27,6 +27,7 @@ from deliveries.results import SendResult
 from deliveries.statuses import UNFINISHED
 from deliveries.worker.claims import deliveries_claim
 from tests.databases import postgresql_only, statements_run
+from tests.factories import endpoint_row
 from webhooks.models import Endpoint
 
 MODULES = {"record_sql": record_sql, "backlog_sql": backlog_sql}
@@ -142,10 +143,6 @@ def test_the_variants_differ_only_in_their_one_clause() -> None:
         ) == _flat(postgresql)
 
 
-def _endpoint(actor, **fields) -> Endpoint:
-    return Endpoint.objects.create(tenant=actor.tenant, url="http://127.0.0.1:9/h", **fields)
-
-
 def _send(actor, n: int) -> None:
     for i in range(n):
         answer = actor.client.post(
@@ -163,7 +160,10 @@ def _ok(claimed) -> list[Attempted]:
 
 @pytest.mark.django_db
 def test_a_recorded_batch_runs_those_statements(alice) -> None:
-    shop, crm = _endpoint(alice), _endpoint(alice)
+    shop, crm = (
+        endpoint_row(alice.tenant),
+        endpoint_row(alice.tenant),
+    )
     _send(alice, 2)
     claimed = deliveries_claim(limit=10, policy=current_policy())
     # shop was failing and is healthy now; crm's circuit opened meanwhile (another batch).
@@ -194,7 +194,7 @@ def test_a_recorded_batch_runs_those_statements(alice) -> None:
 @postgresql_only
 @pytest.mark.django_db
 def test_the_lease_sweep_runs_its_variants(alice) -> None:
-    _endpoint(alice)
+    endpoint_row(alice.tenant)
     _send(alice, 2)
     claimed = deliveries_claim(limit=10, policy=current_policy())
     Delivery.objects.filter(pk=claimed[0].id).update(
@@ -213,7 +213,7 @@ def test_the_lease_sweep_runs_its_variants(alice) -> None:
 @postgresql_only
 @pytest.mark.django_db
 def test_a_keyed_delivery_joins_its_line_through_line_ends(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     keyed = {"type": "a.b", "data": {}, "ordering_key": "order-1"}
     with statements_run() as ran:
         for _ in range(2):
@@ -241,7 +241,7 @@ def test_the_minute_upsert_adds_up_by_outcome(alice) -> None:
 
 @pytest.mark.django_db
 def test_the_circuit_check_before_every_claim_is_one_statement(alice) -> None:
-    crm = _endpoint(alice)
+    crm = endpoint_row(alice.tenant)
     with statements_run() as ran:
         assert open_circuits_claim_probes() == (set(), [])
     assert ran == [record_sql.ANY_CIRCUIT_NOT_CLOSED]
@@ -253,7 +253,11 @@ def test_the_circuit_check_before_every_claim_is_one_statement(alice) -> None:
 
 @pytest.mark.django_db
 def test_the_backlog_sweep_finds_inactive_endpoints_with_pending_deliveries(alice) -> None:
-    shop, crm, idle = _endpoint(alice), _endpoint(alice), _endpoint(alice)
+    shop, crm, idle = (
+        endpoint_row(alice.tenant),
+        endpoint_row(alice.tenant),
+        endpoint_row(alice.tenant),
+    )
     _send(alice, 2)
     Endpoint.objects.filter(pk__in=[crm.pk, idle.pk]).update(is_active=False)
     Delivery.objects.filter(endpoint_id=idle.pk).update(status=Delivery.Status.DEAD)

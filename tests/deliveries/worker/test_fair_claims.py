@@ -13,7 +13,7 @@ from deliveries.lifecycle.policy import current_policy
 from deliveries.models import Delivery
 from deliveries.worker.claims import deliveries_claim, deliveries_claim_fairly, due_endpoints
 from tests.databases import postgresql_only
-from tests.factories import endpoint_id_via_api
+from tests.factories import endpoint_model_via_api
 from webhooks.models import Endpoint
 from webhooks.services.event_input import EventInput
 
@@ -30,22 +30,28 @@ def claimed_endpoints(limit: int, **kwargs) -> list[str]:
 
 def test_a_quiet_tenants_new_delivery_is_in_the_next_claim_behind_a_deep_backlog(alice, bob):
     for n in range(4):
-        Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{n}\"))
+        endpoint_model_via_api(alice, f"http://127.0.0.1:9/{n}")
     backlog(alice, 500)  # 2,000 due rows, all older than bob's
-    quiet = Endpoint.objects.get(pk=endpoint_id_via_api(bob))
+    quiet = endpoint_model_via_api(bob)
     backlog(bob, 1)
     assert quiet.id in claimed_endpoints(limit=10)
 
 
 def test_a_claim_shares_its_rows_between_the_endpoints_of_a_tenant(alice):
-    first, second = Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{1}\")), Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{2}\"))
+    first, second = (
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/1"),
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/2"),
+    )
     backlog(alice, 50)
     taken = claimed_endpoints(limit=20)
     assert (taken.count(first.id), taken.count(second.id)) == (10, 10)
 
 
 def test_a_skipped_endpoints_backlog_stays_untouched_and_the_others_flow(alice):
-    full, other = Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{1}\")), Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{2}\"))
+    full, other = (
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/1"),
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/2"),
+    )
     backlog(alice, 300)
     taken = claimed_endpoints(limit=50, skip_endpoints={full.id})
     assert taken == [other.id] * 50
@@ -53,7 +59,10 @@ def test_a_skipped_endpoints_backlog_stays_untouched_and_the_others_flow(alice):
 
 
 def test_an_endpoint_found_with_fewer_due_rows_than_asked_is_reported_exhausted(alice):
-    deep, shallow = Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{1}\")), Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{2}\"))
+    deep, shallow = (
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/1"),
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/2"),
+    )
     backlog(alice, 3)
     Delivery.objects.filter(endpoint=deep).update(next_attempt_at="2999-01-01T00:00:00Z")
     backlog(alice, 30)  # 30 more due for each
@@ -68,7 +77,10 @@ def test_an_endpoint_found_with_fewer_due_rows_than_asked_is_reported_exhausted(
 
 
 def test_circuit_open_endpoints_are_not_listed_as_due(alice):
-    open_one, closed = Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{1}\")), Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{2}\"))
+    open_one, closed = (
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/1"),
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/2"),
+    )
     backlog(alice, 2)
     Endpoint.objects.filter(pk=open_one.pk).update(circuit_state="open")
     assert [e.id for e in due_endpoints()] == [closed.id]
@@ -77,7 +89,7 @@ def test_circuit_open_endpoints_are_not_listed_as_due(alice):
 @postgresql_only
 def test_looking_for_due_endpoints_and_claiming_use_the_endpoint_index(alice):
     for n in range(3):
-        Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{n}\"))
+        endpoint_model_via_api(alice, f"http://127.0.0.1:9/{n}")
     backlog(alice, 2000)
     analyze()
     with statements_run() as statements:
@@ -100,8 +112,11 @@ def test_a_claim_walks_each_endpoint_through_its_own_index_whatever_the_costs_sa
     # as walking the endpoint's own: each share then passed over the stuck rows, and
     # claims of 100 rows took 38-95 ms instead of 11. Random reads priced high tip the
     # costs that way here; a claim must not depend on where they tip.
-    stuck = Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{0}\"))
-    Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{1}\")), Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{2}\"))
+    stuck = endpoint_model_via_api(alice, f"http://127.0.0.1:9/{0}")
+    (
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/1"),
+        endpoint_model_via_api(alice, "http://127.0.0.1:9/2"),
+    )
     backlog(alice, 2000)
     analyze()
     with statements_run() as statements:
@@ -161,7 +176,7 @@ def _nodes(plan):
 
 
 def test_beyond_the_limit_each_look_for_due_endpoints_goes_on_where_the_last_ended(alice):
-    ids = sorted(Endpoint.objects.get(pk=endpoint_id_via_api(alice, f\"http://127.0.0.1:9/{n}\")).id for n in range(5))
+    ids = sorted(endpoint_model_via_api(alice, f"http://127.0.0.1:9/{n}").id for n in range(5))
     backlog(alice, 1)
     first = [e.id for e in due_endpoints(limit=2)]
     second = [e.id for e in due_endpoints(after=first[-1], limit=2)]
