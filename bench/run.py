@@ -64,6 +64,7 @@ class Bench(
             console_pages(quick=self.args.quick)
         if self.args.only is None and not self.args.only_flow:
             backpressure_cost(quick=self.args.quick)
+            hostile_answers(quick=self.args.quick)
 
     def ingestion_only(self, headline: bool) -> None:
         """The isolated ingestion figures and their ceiling, nothing else (~1 min)."""
@@ -147,6 +148,16 @@ def backpressure_cost(*, quick: bool) -> None:
     say("backpressure: the check, the 429 paths and a deep backlog's count")
     backlog = "100000" if quick else "1000000"
     subprocess.run([sys.executable, "-m", "bench.backpressure", "--backlog", backlog], check=False)
+
+
+def hostile_answers(*, quick: bool) -> None:
+    """A healthy tenant's attempts beside endless trailers on the same event loop
+    (bench/hostile_answers.py, receivers of its own)."""
+    say("hostile answers: healthy attempts' p99 alone and beside endless trailers")
+    requests = "1000" if quick else "3000"
+    subprocess.run(
+        [sys.executable, "-m", "bench.hostile_answers", "--requests", requests], check=False
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
