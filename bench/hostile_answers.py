@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import multiprocessing
-import socket
 import statistics
 import sys
 import time
+from typing import Any
 
 HOST = "127.0.0.1"
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
@@ -65,7 +66,7 @@ async def _serve_hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         writer.close()
 
 
-def _receivers(ports: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _receivers(ports: multiprocessing.Queue[tuple[int, int]]) -> None:
     async def main() -> None:
         healthy = await asyncio.start_server(_serve_healthy, HOST, 0)
         hostile = await asyncio.start_server(_serve_hostile, HOST, 0)
@@ -76,8 +77,7 @@ def _receivers(ports: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
 
 
 def _port(server: asyncio.Server) -> int:
-    sock: socket.socket = server.sockets[0]  # type: ignore[assignment]
-    return int(sock.getsockname()[1])
+    return int(server.sockets[0].getsockname()[1])
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -85,7 +85,9 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def measure(sender: object, healthy: str, hostile: str | None, args: argparse.Namespace) -> dict:
+def measure(
+    sender: Any, healthy: str, hostile: str | None, args: argparse.Namespace
+) -> dict[str, Any]:
     """The healthy attempts' latencies (ms), with `args.hostile` hostile ones always under
     way beside them when `hostile` is given."""
     latencies: list[float] = []
@@ -98,18 +100,14 @@ def measure(sender: object, healthy: str, hostile: str | None, args: argparse.Na
         while left > 0:
             left -= 1
             started = time.perf_counter()
-            result = await sender.post(  # type: ignore[attr-defined]
-                url=healthy, body=BODY, headers={}, timeout=10
-            )
+            result = await sender.post(url=healthy, body=BODY, headers={}, timeout=10)
             latencies.append((time.perf_counter() - started) * 1000)
             if result.status_code != 200:
                 failed.append(result.error)
 
     async def one_hostile(done: asyncio.Event) -> None:
         while not done.is_set():
-            result = await sender.post(  # type: ignore[attr-defined]
-                url=hostile, body=BODY, headers={}, timeout=10
-            )
+            result = await sender.post(url=hostile, body=BODY, headers={}, timeout=10)
             hostile_results.append((result.status_code, result.error))
 
     async def run() -> None:
@@ -123,7 +121,7 @@ def measure(sender: object, healthy: str, hostile: str | None, args: argparse.Na
         await asyncio.gather(*hostiles)
 
     started = time.perf_counter()
-    asyncio.run_coroutine_threadsafe(run(), sender.loop).result(timeout=600)  # type: ignore[attr-defined]
+    asyncio.run_coroutine_threadsafe(run(), sender.loop).result(timeout=600)
     return {
         "requests": len(latencies),
         "failed": len(failed),
@@ -144,17 +142,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hostile", type=int, default=4)
     args = parser.parse_args(argv)
     try:
-        from deliveries.transport.sender import Sender
+        sender_module = importlib.import_module("deliveries.transport.sender")
     except ImportError:  # the code before the four rooms, for a before/after run
-        from deliveries.sender import Sender  # type: ignore[no-redef]
+        sender_module = importlib.import_module("deliveries.sender")
 
-    ports: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    ports: multiprocessing.Queue[tuple[int, int]] = multiprocessing.Queue()
     receivers = multiprocessing.Process(target=_receivers, args=(ports,), daemon=True)
     receivers.start()
     healthy_port, hostile_port = ports.get(timeout=10)
     healthy = f"http://{HOST}:{healthy_port}/hooks"
     hostile = f"http://{HOST}:{hostile_port}/hooks"
-    sender = Sender(version="bench", allow_private_networks=True).start()
+    sender = sender_module.Sender(version="bench", allow_private_networks=True).start()
     try:
         measure(sender, healthy, None, argparse.Namespace(**{**vars(args), "requests": 300}))
         alone = measure(sender, healthy, None, args)
