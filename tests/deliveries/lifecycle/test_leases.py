@@ -25,6 +25,7 @@ from deliveries.worker.claims import (
 )
 from deliveries.worker.worker import Worker
 from tests.databases import postgresql_only
+from tests.factories import endpoint_id_via_api, event_via_api
 
 
 @pytest.fixture
@@ -93,10 +94,12 @@ class Clock:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_renews_the_leases_of_what_it_holds_and_only_those(alice) -> None:
-    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    endpoint_id_via_api(alice, "http://127.0.0.1:9/h")
     for n in range(2):
-        alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
-    held, other = deliveries_claim(limit=2, policy=current_policy())
+        event_via_api(alice, "a.b", {"n": n})
+    claimed = deliveries_claim(limit=2, policy=current_policy())
+    assert len(claimed) == 2, Delivery.objects.values_list("status", "next_attempt_at")
+    held, other = claimed
     soon = timezone.now() + timedelta(seconds=2)
     Delivery.objects.update(lease_expires_at=soon)
     clock = Clock()
