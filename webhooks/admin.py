@@ -8,6 +8,7 @@ from django.http import HttpRequest
 
 from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
+from webhooks.secrets import HMAC_SHA256, SIGNING_SCHEMES
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
@@ -48,6 +49,9 @@ class EndpointForm(forms.ModelForm):
     """The admin's endpoint form checks fields with the API's rules (endpoint_rules)."""
 
     url = forms.CharField(max_length=2048, strip=False)  # checked by endpoint_rules
+    signing = forms.ChoiceField(
+        choices=[(scheme, scheme) for scheme in SIGNING_SCHEMES], required=False
+    )
 
     class Meta:
         model = Endpoint
@@ -61,6 +65,8 @@ class EndpointForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        if not cleaned.get("signing"):  # left out: the endpoint's scheme, or the default
+            cleaned["signing"] = self.instance.signing or HMAC_SHA256
         checked = {name: cleaned[name] for name in ENDPOINT_FIELDS if name in cleaned}
         try:
             cleaned.update(endpoint_fields_check(fields=checked))

@@ -34,6 +34,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
         "headers",
         "is_active",
         "owner",
+        "signing",
         "circuit_state",
         "consecutive_failures",
         "failing_since",

@@ -11,6 +11,7 @@ from api.fields import (
     StrictIntegerField,
 )
 from webhooks.models import ConsumerKey, Endpoint
+from webhooks.secrets import SIGNING_SCHEMES
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
 
@@ -83,6 +84,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
     owner = OwnerField(allow_null=True, required=False)
+    signing = serializers.ChoiceField(choices=list(SIGNING_SCHEMES), required=False)
 
     class Meta:
         model = Endpoint
@@ -95,6 +97,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "headers",
             "is_active",
             "owner",
+            "signing",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -115,13 +118,22 @@ class EndpointWithSecretSerializer(EndpointSerializer):
     """The answer to POST /endpoints: the only endpoint body that carries the secret."""
 
     secret = serializers.CharField(read_only=True)
+    public_key = serializers.CharField(
+        read_only=True, required=False, help_text="An ed25519 endpoint's `whpk_` public key."
+    )
 
     class Meta(EndpointSerializer.Meta):
-        fields = [*EndpointSerializer.Meta.fields, "secret"]
+        fields = [*EndpointSerializer.Meta.fields, "secret", "public_key"]
 
 
 class SecretSerializer(serializers.Serializer):
     secret = serializers.CharField(read_only=True)
+    public_key = serializers.CharField(
+        read_only=True,
+        required=False,
+        help_text="An ed25519 endpoint's public key (`whpk_…`), for its receiver to verify "
+        "`v1a` signatures with; absent for hmac-sha256.",
+    )
 
 
 class ConsumerKeyCreateSerializer(serializers.Serializer):
