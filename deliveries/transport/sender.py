@@ -17,6 +17,9 @@ What bounds an attempt:
   included); nothing is decompressed; redirects are not followed;
 - idle keep-alive connections are closed after KEEPALIVE_SECONDS. How many attempts run
   at once is the caller's to bound (the worker's ledger).
+
+With an egress proxy (proxy.py) every new connection is a CONNECT tunnel through it: the
+proxy resolves the receiver's name, so the SSRF check of names is the proxy's then.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from core import network
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport import dns, http1
 from deliveries.transport.http1 import HEAD_LIMIT, KEEPALIVE_SECONDS, RESPONSE_BODY_LIMIT
+from deliveries.transport.proxy import EgressProxy, ProxyRefused, open_tunnel
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +91,11 @@ class Sender:
         version: str,
         allow_private_networks: bool,
         resolve: dns.Resolve = dns.system_resolve,
+        proxy: EgressProxy | None = None,
     ) -> None:
         self.user_agent = f"Homing/{version}"
         self.public_only = not allow_private_networks
+        self.proxy = proxy
         # uvloop: the loop's own work per request (scheduling, transports) in C, not
         # Python (measured with aiohttp: 117-139 µs of CPU per POST against 129-147 on
         # asyncio's loop, three pairs on a loaded machine).
@@ -211,7 +217,10 @@ class Sender:
         return answer.status, bytes(answer.body), answer.retry_after
 
     async def _connect(self, target: Target, tenant: str | None) -> http1.Connection:
-        """A new connection to one of the target's addresses, tried in resolver order."""
+        """A new connection to one of the target's addresses, tried in resolver order, or
+        a tunnel to the target through the egress proxy."""
+        if self.proxy is not None:
+            return await self._connect_through_proxy(self.proxy, target)
         if target.is_ip_literal:
             addresses = [target.host]
         else:
@@ -236,6 +245,24 @@ class Sender:
                 continue
             return connection
         raise failure or OSError(f"cannot resolve {target.host}: no address")
+
+    async def _connect_through_proxy(self, proxy: EgressProxy, target: Target) -> http1.Connection:
+        # The proxy's own name is the operator's, resolved without the SSRF guard (it is
+        # usually a private address); untenanted, as it is one name for every tenant.
+        addresses = await self._lookups.addresses(proxy.host, proxy.port)
+        sock = await open_tunnel(self.loop, proxy, addresses, target.host, target.port)
+        tls = self._tls_context() if target.scheme == "https" else None
+        try:
+            _, connection = await self.loop.create_connection(
+                lambda: http1.Connection(self.loop),
+                sock=sock,
+                ssl=tls,
+                server_hostname=target.host if tls else None,
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return connection
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -342,6 +369,10 @@ def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind retry.classify reads, and the text stored on the attempt."""
     if isinstance(exc, AddressBlocked):
         return ErrorKind.BLOCKED, str(exc)
+    if isinstance(exc, ProxyRefused):
+        # Retryable either way; only a target the proxy could not reach counts against
+        # the endpoint's circuit (CONNECTION), a refusal is the proxy's (PROXY).
+        return (ErrorKind.CONNECTION if exc.target_failed else ErrorKind.PROXY), str(exc)
     if isinstance(exc, _InvalidURL):
         return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
     if isinstance(exc, TimeoutError):  # before OSError, whose subclass it is
