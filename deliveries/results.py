@@ -21,6 +21,7 @@ class ErrorKind(enum.StrEnum):
     # The egress proxy refused the tunnel (a deny rule, its own auth): retryable, and not
     # the receiver's doing, so it does not count against the endpoint's circuit.
     PROXY = "proxy"
+    TOKEN = "token"  # the endpoint's OAuth2 token request failed (retryable)
     INTERNAL = "internal"  # a bug in Homing, not the receiver's doing
     WORKER_LOST = "worker_lost"  # the lease expired before the worker reported back
 

@@ -45,6 +45,11 @@ class ConsumerKeyAdmin(admin.ModelAdmin):
         return False
 
 
+# `auth` holds a write-only (encrypted) client secret: set through the API, console or
+# portal, which never show it back; the admin would show the ciphertext.
+ADMIN_FIELDS = [name for name in ENDPOINT_FIELDS if name != "auth"]
+
+
 class EndpointForm(forms.ModelForm):
     """The admin's endpoint form checks fields with the API's rules (endpoint_rules)."""
 
@@ -55,7 +60,7 @@ class EndpointForm(forms.ModelForm):
 
     class Meta:
         model = Endpoint
-        fields = ["tenant", *ENDPOINT_FIELDS]
+        fields = ["tenant", *ADMIN_FIELDS]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -67,7 +72,7 @@ class EndpointForm(forms.ModelForm):
         cleaned = self.cleaned_data
         if not cleaned.get("signing"):  # left out: the endpoint's scheme, or the default
             cleaned["signing"] = self.instance.signing or HMAC_SHA256
-        checked = {name: cleaned[name] for name in ENDPOINT_FIELDS if name in cleaned}
+        checked = {name: cleaned[name] for name in ADMIN_FIELDS if name in cleaned}
         try:
             cleaned.update(endpoint_fields_check(fields=checked))
             if self.instance._state.adding and cleaned.get("tenant"):
@@ -96,7 +101,7 @@ class EndpointAdmin(admin.ModelAdmin):
         return [*HEALTH_FIELDS, "tenant"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
-        fields = {name: form.cleaned_data[name] for name in ENDPOINT_FIELDS}
+        fields = {name: form.cleaned_data[name] for name in ADMIN_FIELDS}
         if change:
             # The row as it was: endpoint_update must see the endpoint was active.
             original = Endpoint.objects.get(pk=obj.pk)

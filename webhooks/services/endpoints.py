@@ -12,6 +12,7 @@ from core import crypto
 from core.exceptions import HomingError, InvalidInput
 from webhooks.models import Endpoint, Tenant
 from webhooks.secrets import ED25519, HMAC_SHA256, generate_secret, public_key, signing_of
+from webhooks.services.endpoint_auth import endpoint_auth_check
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.signals import endpoint_retired
 
@@ -31,6 +32,7 @@ ENDPOINT_FIELDS = (
     "is_active",
     "owner",
     "signing",
+    "auth",
 )
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
@@ -53,6 +55,8 @@ def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any)
         raise InvalidInput("url", "This field is required.")
     if "headers" in fields:
         fields["headers"] = _headers_encrypted(fields["headers"])
+    if "auth" in fields:
+        fields["auth"] = endpoint_auth_check(auth=fields["auth"])
     with transaction.atomic():
         # The tenant row lock serialises creations of one tenant, so two concurrent
         # requests cannot both take the last place under the limit.
@@ -98,6 +102,8 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
     if "headers" in fields:
         fields["headers"] = _headers_encrypted(fields["headers"])
+    if "auth" in fields:
+        fields["auth"] = endpoint_auth_check(auth=fields["auth"], stored=endpoint.auth)
     signing = fields.get("signing")
     if signing is not None and signing != signing_of(endpoint_secret(endpoint=endpoint)):
         # A new scheme needs a new secret; the old one keeps signing through the grace
@@ -220,6 +226,9 @@ def endpoint_secrets_reencrypt() -> int:
             endpoint.headers = {
                 name: crypto.reencrypt(token) for name, token in (endpoint.headers or {}).items()
             }
-            endpoint.save(update_fields=["secret", "previous_secrets", "headers"])
+            if endpoint.auth and endpoint.auth.get("client_secret"):
+                secret = crypto.reencrypt(endpoint.auth["client_secret"])
+                endpoint.auth = {**endpoint.auth, "client_secret": secret}
+            endpoint.save(update_fields=["secret", "previous_secrets", "headers", "auth"])
         done += 1
     return done
