@@ -162,8 +162,9 @@ class EndpointWithSecretSerializer(EndpointSerializer):
     """The answer to POST /endpoints: the only endpoint body that carries the secret."""
 
     secret = serializers.CharField(read_only=True)
+    # Not read_only: the schema would mark it required, and HMAC endpoints have none.
     public_key = serializers.CharField(
-        read_only=True, required=False, help_text="An ed25519 endpoint's `whpk_` public key."
+        required=False, help_text="An ed25519 endpoint's `whpk_` public key."
     )
 
     class Meta(EndpointSerializer.Meta):
@@ -172,8 +173,8 @@ class EndpointWithSecretSerializer(EndpointSerializer):
 
 class SecretSerializer(serializers.Serializer):
     secret = serializers.CharField(read_only=True)
+    # Not read_only: the schema would mark it required, and HMAC endpoints have none.
     public_key = serializers.CharField(
-        read_only=True,
         required=False,
         help_text="An ed25519 endpoint's public key (`whpk_…`), for its receiver to verify "
         "`v1a` signatures with; absent for hmac-sha256.",
