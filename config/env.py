@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 
@@ -50,6 +51,23 @@ def number(name: str, default: float, *, minimum: float, maximum: float) -> floa
             f"{name}: {value} is not between {minimum} and {maximum}"
         )
     return value
+
+
+def proxy_url(name: str) -> str:
+    """An `http://[user:password@]host:port` URL, or "" when the variable is unset."""
+    raw = env.str(name, default="").strip()
+    if not raw:
+        return ""
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as exc:
+        raise environ.ImproperlyConfigured(f"{name}: {exc}") from None
+    if parts.scheme != "http" or not parts.hostname or port is None:
+        raise environ.ImproperlyConfigured(f"{name}: must look like http://[user:pass@]host:port")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise environ.ImproperlyConfigured(f"{name}: host and port only, no path")
+    return raw
 
 
 def embedded_secret_key(var_dir: Path) -> str:

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import environ
 
-from config.env import duration, embedded_secret_key, env, number, read_dotenv, schedule
+from config.env import (
+    duration,
+    embedded_secret_key,
+    env,
+    number,
+    proxy_url,
+    read_dotenv,
+    schedule,
+)
 from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -223,6 +231,9 @@ HOMING_SEND_CONCURRENCY = int(
     number("HOMING_SEND_CONCURRENCY", default=400, minimum=1, maximum=100_000)
 )
 HOMING_ALLOW_PRIVATE_NETWORKS = env.bool("HOMING_ALLOW_PRIVATE_NETWORKS", default=DEBUG)
+# Every webhook, token request and TLS handshake goes through this proxy as a CONNECT
+# tunnel ("" = none); it then resolves receivers' names (docs/deploy.md, "Egress proxy").
+HOMING_EGRESS_PROXY = proxy_url("HOMING_EGRESS_PROXY")
 HOMING_MAX_PAYLOAD_BYTES = env.int("HOMING_MAX_PAYLOAD_BYTES", default=262144)
 HOMING_MAX_BATCH_EVENTS = env.int("HOMING_MAX_BATCH_EVENTS", default=1000)
 # The whole body of POST /events/batch (each event also within HOMING_MAX_PAYLOAD_BYTES).

@@ -18,6 +18,10 @@ class ErrorKind(enum.StrEnum):
     TLS = "tls"
     BLOCKED = "blocked"  # the host resolves to a private address (the SSRF guard)
     INVALID_URL = "invalid_url"
+    # The egress proxy refused the tunnel (a deny rule, its own auth): retryable, and not
+    # the receiver's doing, so it does not count against the endpoint's circuit.
+    PROXY = "proxy"
+    TOKEN = "token"  # the endpoint's OAuth2 token request failed (retryable)
     INTERNAL = "internal"  # a bug in Homing, not the receiver's doing
     WORKER_LOST = "worker_lost"  # the lease expired before the worker reported back
 

@@ -73,6 +73,8 @@ def ensure_binaries() -> tuple[Path, str]:
             # The console behind a TLS-terminating proxy (tests/e2e/test_tls_proxy.py).
             ("nginx-light", shutil.which("nginx", path="/usr/sbin:/usr/bin")),
             ("openssl", shutil.which("openssl")),
+            # The egress proxy (tests/proxies.py, HOMING_EGRESS_PROXY).
+            ("tinyproxy", shutil.which("tinyproxy", path="/usr/bin:/usr/sbin")),
         ]
         if not present
     ]

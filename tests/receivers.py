@@ -15,6 +15,7 @@ class Received:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: bytes
+    peer: str = ""  # the address the request came from (a proxy's, through one)
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Receiver:
                     path=self.path,
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=self.rfile.read(length),
+                    peer=self.client_address[0],
                 )
                 answer = receiver.behaviour(request, receiver._record(request))
                 if answer.delay:

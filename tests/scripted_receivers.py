@@ -36,6 +36,7 @@ class Receiver:
     tls: ssl.SSLContext | None = None  # serve HTTPS with this server-side context
     requests: list[Request] = field(default_factory=list)
     connections: int = 0
+    peers: list[str] = field(default_factory=list)  # each connection's remote address
     bytes_written: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
     handlers_done: threading.Event = field(default_factory=threading.Event)
@@ -56,9 +57,10 @@ class Receiver:
     def _accept(self) -> None:
         while not self.stop.is_set():
             try:
-                sock, _ = self.listener.accept()
+                sock, peer = self.listener.accept()
             except OSError:
                 return
+            self.peers.append(peer[0])
             self.connections += 1
             threading.Thread(target=self._serve, args=(sock, self.connections), daemon=True).start()
 

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 
 from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
+from webhooks.secrets import HMAC_SHA256, SIGNING_SCHEMES
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
@@ -44,14 +45,22 @@ class ConsumerKeyAdmin(admin.ModelAdmin):
         return False
 
 
+# `auth` holds a write-only (encrypted) client secret: set through the API, console or
+# portal, which never show it back; the admin would show the ciphertext.
+ADMIN_FIELDS = [name for name in ENDPOINT_FIELDS if name != "auth"]
+
+
 class EndpointForm(forms.ModelForm):
     """The admin's endpoint form checks fields with the API's rules (endpoint_rules)."""
 
     url = forms.CharField(max_length=2048, strip=False)  # checked by endpoint_rules
+    signing = forms.ChoiceField(
+        choices=[(scheme, scheme) for scheme in SIGNING_SCHEMES], required=False
+    )
 
     class Meta:
         model = Endpoint
-        fields = ["tenant", *ENDPOINT_FIELDS]
+        fields = ["tenant", *ADMIN_FIELDS]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -61,7 +70,9 @@ class EndpointForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        checked = {name: cleaned[name] for name in ENDPOINT_FIELDS if name in cleaned}
+        if not cleaned.get("signing"):  # left out: the endpoint's scheme, or the default
+            cleaned["signing"] = self.instance.signing or HMAC_SHA256
+        checked = {name: cleaned[name] for name in ADMIN_FIELDS if name in cleaned}
         try:
             cleaned.update(endpoint_fields_check(fields=checked))
             if self.instance._state.adding and cleaned.get("tenant"):
@@ -90,7 +101,7 @@ class EndpointAdmin(admin.ModelAdmin):
         return [*HEALTH_FIELDS, "tenant"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
-        fields = {name: form.cleaned_data[name] for name in ENDPOINT_FIELDS}
+        fields = {name: form.cleaned_data[name] for name in ADMIN_FIELDS}
         if change:
             # The row as it was: endpoint_update must see the endpoint was active.
             original = Endpoint.objects.get(pk=obj.pk)

@@ -92,6 +92,16 @@ class Endpoint(models.Model):
     # Secrets replaced within the rotation grace, still signing until their expiry:
     # [{"secret": <encrypted>, "expires_at": <ISO 8601>}], newest first.
     previous_secrets = models.JSONField(default=list, blank=True)
+    # How webhooks are signed: `hmac-sha256` (v1, a `whsec_` secret) or `ed25519` (v1a, a
+    # `whsk_` signing key whose public key the receiver verifies with).
+    signing = models.CharField(max_length=16, default="hmac-sha256")
+    # OAuth2 client credentials the sender fetches a bearer token with (CONTRACT section
+    # 2), or null: {"type", "token_url", "client_id", "client_secret": <encrypted>,
+    # "scope", "audience"}.
+    auth = models.JSONField(null=True, blank=True)
+    # The client certificate chain and key presented to the receiver (mutual TLS), one
+    # PEM string encrypted like the secret; empty: none.
+    tls_client_certificate = models.TextField(blank=True, default="")
     # Health (CONTRACT section 2), written by the recording service, read-only in the API.
     circuit_state = models.CharField(max_length=16, choices=Circuit.choices, default=Circuit.CLOSED)
     consecutive_failures = models.PositiveIntegerField(default=0)

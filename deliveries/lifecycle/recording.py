@@ -50,7 +50,7 @@ from deliveries.lifecycle.record_sql import (
 )
 from deliveries.log_context import delivery_log_context
 from deliveries.models import Attempt, Delivery
-from deliveries.results import SendResult
+from deliveries.results import ErrorKind, SendResult
 from deliveries.signals import deliveries_died_send
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,9 @@ TEXT_LIMIT = 500  # Attempt.error, Delivery.last_error, DeadLetter.reason
 STATUS_CODE_MAX = 32767  # PositiveSmallIntegerField
 DURATION_MAX = 2**31 - 1
 COULD_NOT_RECORD = "could not record the attempt"
+# Failures that say nothing about the receiver: they spend the attempt but leave the
+# endpoint's health (consecutive failures, circuit) as it was.
+NOT_THE_ENDPOINTS = frozenset({ErrorKind.PROXY})
 # How long one recording transaction waits for a row lock another transaction holds (an
 # endpoint or delivery row locked by a long admin action, say): then it fails as if the
 # database were unavailable, and the recorder tries again within its patience, its
@@ -157,11 +160,15 @@ def _write_batch(outcomes: list[Attempted], expired_only: bool) -> list[Recorded
                 continue
             if outcome.result is not None:
                 attempts.append(_attempt_row(delivery, outcome.result, outcome.started_at))
-                results.append(
-                    Result(
-                        delivery.endpoint_id, delivery.event.type, state.outcome, outcome.started_at
+                if outcome.result.error_kind not in NOT_THE_ENDPOINTS:
+                    results.append(
+                        Result(
+                            delivery.endpoint_id,
+                            delivery.event.type,
+                            state.outcome,
+                            outcome.started_at,
+                        )
                     )
-                )
             recorded.append(_recorded(outcome, state))
             if state.dead_reason:
                 dead.append((delivery, storable(state.dead_reason)))

@@ -17,11 +17,15 @@ What bounds an attempt:
   included); nothing is decompressed; redirects are not followed;
 - idle keep-alive connections are closed after KEEPALIVE_SECONDS. How many attempts run
   at once is the caller's to bound (the worker's ledger).
+
+With an egress proxy (proxy.py) every new connection is a CONNECT tunnel through it: the
+proxy resolves the receiver's name, so the SSRF check of names is the proxy's then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import ipaddress
@@ -43,6 +47,8 @@ from core import network
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport import dns, http1
 from deliveries.transport.http1 import HEAD_LIMIT, KEEPALIVE_SECONDS, RESPONSE_BODY_LIMIT
+from deliveries.transport.proxy import EgressProxy, ProxyRefused, open_tunnel
+from deliveries.transport.tokens import ClientCredentials, TokenFailed, Tokens
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +93,11 @@ class Sender:
         version: str,
         allow_private_networks: bool,
         resolve: dns.Resolve = dns.system_resolve,
+        proxy: EgressProxy | None = None,
     ) -> None:
         self.user_agent = f"Homing/{version}"
         self.public_only = not allow_private_networks
+        self.proxy = proxy
         # uvloop: the loop's own work per request (scheduling, transports) in C, not
         # Python (measured with aiohttp: 117-139 µs of CPU per POST against 129-147 on
         # asyncio's loop, three pairs on a loaded machine).
@@ -99,6 +107,7 @@ class Sender:
         self._lookups = dns.Lookups(resolve=resolve)
         self._tls: ssl.SSLContext | None = None  # made at the first https URL
         self._open: set[http1.Connection] = set()  # connections in use, aborted on close
+        self.tokens = Tokens(self._fetch_token)
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -125,9 +134,12 @@ class Sender:
         headers: Mapping[str, str],
         timeout: float,
         tenant: str | None = None,
+        auth: ClientCredentials | None = None,
     ) -> SendResult:
         future = asyncio.run_coroutine_threadsafe(
-            self.post(url=url, body=body, headers=headers, timeout=timeout, tenant=tenant),
+            self.post(
+                url=url, body=body, headers=headers, timeout=timeout, tenant=tenant, auth=auth
+            ),
             self.loop,
         )
         return future.result()
@@ -140,24 +152,79 @@ class Sender:
         headers: Mapping[str, str],
         timeout: float,
         tenant: str | None = None,
+        auth: ClientCredentials | None = None,
     ) -> SendResult:
         """The attempt's result; never raises (but lets cancellation through). `tenant`
-        bounds the DNS threads its attempts hold (dns.py)."""
+        bounds the DNS threads its attempts hold (dns.py); `auth` adds an OAuth2 bearer
+        token (tokens.py), fetched anew once if the receiver answers 401."""
         started = time.monotonic()
+        deadline = self.loop.time() + timeout
         try:
-            status, content, retry_after = await self._exchange(url, body, headers, timeout, tenant)
+            if auth is None:
+                status, content, retry_after = await self._exchange(
+                    url, body, headers, deadline, tenant
+                )
+            else:
+                status, content, retry_after = await self._exchange_with_token(
+                    url, body, headers, deadline, tenant, auth
+                )
         except Exception as exc:  # the contract: post() never raises for an answer
             kind, error = describe_error(exc)
             return SendResult.failed(kind, error, int((time.monotonic() - started) * 1000))
         duration_ms = int((time.monotonic() - started) * 1000)
         return SendResult(status, None, content, retry_after, duration_ms)
 
+    async def _exchange_with_token(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        deadline: float,
+        tenant: str | None,
+        auth: ClientCredentials,
+    ) -> tuple[int, bytes, str | None]:
+        for last_try in (False, True):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    token = await self.tokens.token(auth, deadline)
+            except TimeoutError:
+                raise TokenFailed(
+                    f"OAuth2 token request to {auth.token_url} failed: timeout"
+                ) from None
+            with_token = {**headers, "Authorization": f"Bearer {token}"}
+            answer = await self._exchange(url, body, with_token, deadline, tenant)
+            if answer[0] != 401 or last_try:
+                return answer
+            self.tokens.refused(auth, token)  # the receiver refused it: fetch a new one
+        raise AssertionError("unreachable")
+
+    async def _fetch_token(self, auth: ClientCredentials, deadline: float) -> tuple[int, bytes]:
+        """POST the client-credentials form to the token URL, through the same guards,
+        proxy and pool as a webhook."""
+        target = _checked_target(auth.token_url, public_only=self.public_only)
+        basic = base64.b64encode(
+            f"{quote(auth.client_id, safe='')}:{quote(auth.client_secret, safe='')}".encode()
+        ).decode("ascii")
+        request = http1.request_bytes(
+            request_target=target.request_target,
+            host=target.host_header,
+            headers=[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Accept", "application/json"),
+                ("Authorization", f"Basic {basic}"),
+                ("User-Agent", self.user_agent),
+            ],
+            body=auth.form(),
+        )
+        status, content, _ = await self._send_request(target, request, deadline, None)
+        return status, content
+
     async def _exchange(
         self,
         url: str,
         body: bytes,
         headers: Mapping[str, str],
-        timeout: float,
+        deadline: float,
         tenant: str | None = None,
     ) -> tuple[int, bytes, str | None]:
         target = _checked_target(url, public_only=self.public_only)
@@ -167,7 +234,11 @@ class Sender:
             headers=self._headers(headers),
             body=body,
         )
-        deadline = self.loop.time() + timeout
+        return await self._send_request(target, request, deadline, tenant)
+
+    async def _send_request(
+        self, target: Target, request: bytes, deadline: float, tenant: str | None
+    ) -> tuple[int, bytes, str | None]:
         idle = self._pool.take(target.key)
         if idle is not None:
             try:
@@ -211,7 +282,10 @@ class Sender:
         return answer.status, bytes(answer.body), answer.retry_after
 
     async def _connect(self, target: Target, tenant: str | None) -> http1.Connection:
-        """A new connection to one of the target's addresses, tried in resolver order."""
+        """A new connection to one of the target's addresses, tried in resolver order, or
+        a tunnel to the target through the egress proxy."""
+        if self.proxy is not None:
+            return await self._connect_through_proxy(self.proxy, target)
         if target.is_ip_literal:
             addresses = [target.host]
         else:
@@ -236,6 +310,24 @@ class Sender:
                 continue
             return connection
         raise failure or OSError(f"cannot resolve {target.host}: no address")
+
+    async def _connect_through_proxy(self, proxy: EgressProxy, target: Target) -> http1.Connection:
+        # The proxy's own name is the operator's, resolved without the SSRF guard (it is
+        # usually a private address); untenanted, as it is one name for every tenant.
+        addresses = await self._lookups.addresses(proxy.host, proxy.port)
+        sock = await open_tunnel(self.loop, proxy, addresses, target.host, target.port)
+        tls = self._tls_context() if target.scheme == "https" else None
+        try:
+            _, connection = await self.loop.create_connection(
+                lambda: http1.Connection(self.loop),
+                sock=sock,
+                ssl=tls,
+                server_hostname=target.host if tls else None,
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return connection
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -342,6 +434,12 @@ def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind retry.classify reads, and the text stored on the attempt."""
     if isinstance(exc, AddressBlocked):
         return ErrorKind.BLOCKED, str(exc)
+    if isinstance(exc, TokenFailed):
+        return ErrorKind.TOKEN, str(exc)
+    if isinstance(exc, ProxyRefused):
+        # Retryable either way; only a target the proxy could not reach counts against
+        # the endpoint's circuit (CONNECTION), a refusal is the proxy's (PROXY).
+        return (ErrorKind.CONNECTION if exc.target_failed else ErrorKind.PROXY), str(exc)
     if isinstance(exc, _InvalidURL):
         return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
     if isinstance(exc, TimeoutError):  # before OSError, whose subclass it is

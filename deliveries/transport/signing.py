@@ -1,4 +1,7 @@
-"""Standard Webhooks signing (https://www.standardwebhooks.com/), pure and stdlib-only.
+"""Standard Webhooks signing (https://www.standardwebhooks.com/), pure (no Django).
+
+`v1` is HMAC-SHA256 with a `whsec_` secret (stdlib); `v1a` is Ed25519 with a `whsk_`
+signing key (the `cryptography` package, already a dependency for encryption at rest).
 
 Hand-rolled rather than wrapping the `standardwebhooks` package: its `sign()` takes a
 datetime and a *str* body, which would make us decode and re-encode every payload, and
@@ -17,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhooks.secrets import SECRET_PREFIX
+from webhooks.secrets import SECRET_PREFIX, SIGNING_KEY_PREFIX, ed25519_private_key
 
 
 @functools.lru_cache(maxsize=4096)  # every attempt signs; a secret's key never changes
@@ -39,18 +42,24 @@ def secret_key(secret: str) -> bytes:
 
 
 def sign(*, msg_id: str, timestamp: int, body: bytes, secrets: Sequence[str]) -> str:
-    """The `webhook-signature` value: one `v1,<sig>` per secret, space-separated.
+    """The `webhook-signature` value: one entry per secret, space-separated: `v1,<sig>`
+    for a `whsec_` secret, `v1a,<sig>` for a `whsk_` signing key.
 
-    Several secrets happen during rotation; receivers accept any one that matches.
+    Several secrets happen during rotation (and while an endpoint changes its scheme, the
+    old scheme's secret keeps signing through the grace); receivers accept any match.
     """
     if not secrets:
         raise ValueError("at least one secret is needed to sign")
     # Sign bytes, not text: the receiver hashes exactly the bytes it received.
     signed = f"{msg_id}.{int(timestamp)}.".encode() + body
-    return " ".join(
-        "v1," + base64.b64encode(hmac.new(secret_key(s), signed, hashlib.sha256).digest()).decode()
-        for s in secrets
-    )
+    return " ".join(_signature(s, signed) for s in secrets)
+
+
+def _signature(secret: str, signed: bytes) -> str:
+    if secret.startswith(SIGNING_KEY_PREFIX):
+        return "v1a," + base64.b64encode(ed25519_private_key(secret).sign(signed)).decode()
+    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
 
 
 # The delivery's number among its endpoint's (CONTRACT section 3): not signed, like the

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
+from typing import Any
 
 from core.clock import database_time
 from deliveries.lifecycle.policy import Policy, current_policy
@@ -18,10 +19,12 @@ from deliveries.log_context import delivery_log_context
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport.sender import Sender
 from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
+from deliveries.transport.tokens import ClientCredentials
 from deliveries.worker.claims import Claimed
 from deliveries.worker.ledger import Ledger
 from deliveries.worker.pacing import Pacing
 from deliveries.worker.recorder import Recorder
+from webhooks.services.endpoint_auth import endpoint_auth_decrypted
 from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
@@ -124,6 +127,7 @@ class Attempts:
                 ),
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
+            auth = client_credentials(endpoint_auth_decrypted(auth=endpoint.auth))
         except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",
@@ -138,6 +142,7 @@ class Attempts:
             headers=headers,
             timeout=policy.timeout,
             tenant=delivery.tenant_id,
+            auth=auth,
         )
         if result.error_kind is ErrorKind.INTERNAL:
             logger.critical(
@@ -152,6 +157,20 @@ class Attempts:
 def succeeded(result: SendResult | None) -> bool:
     """A 2xx answer (CONTRACT section 4): the endpoint takes requests as fast as we send."""
     return result is not None and result.status_code is not None and 200 <= result.status_code < 300
+
+
+def client_credentials(auth: dict[str, Any] | None) -> ClientCredentials | None:
+    """The transport's value for an endpoint's (decrypted) `auth`; equal settings give an
+    equal value, which is what the token cache is keyed by."""
+    if auth is None:
+        return None
+    return ClientCredentials(
+        token_url=auth["token_url"],
+        client_id=auth["client_id"],
+        client_secret=auth["client_secret"],
+        scope=auth.get("scope"),
+        audience=auth.get("audience"),
+    )
 
 
 def event_timestamp(created_at: datetime) -> str:

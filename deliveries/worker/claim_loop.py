@@ -51,6 +51,7 @@ from deliveries.worker.planner import (
     joins_line,
 )
 from deliveries.worker.supervisor import Heartbeat
+from webhooks.services.endpoint_auth import endpoint_auth_decrypted
 from webhooks.services.endpoints import endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
@@ -315,6 +316,7 @@ class ClaimLoop:
         for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
             try:
                 endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
+                endpoint_auth_decrypted(auth=endpoint.auth)  # its OAuth2 client secret
             except DecryptionFailed:
                 unreadable.add(endpoint.id)
         if not unreadable:

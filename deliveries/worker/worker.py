@@ -39,6 +39,7 @@ from django.conf import settings
 from core.background import Gatherer, close_gatherers, start_gatherers
 from core.version import VERSION
 from deliveries.lifecycle.policy import current_policy
+from deliveries.transport.proxy import parse_proxy
 from deliveries.transport.sender import Sender
 from deliveries.worker.attempt import Attempts
 from deliveries.worker.claim_loop import ClaimLoop, claim_patience
@@ -76,7 +77,9 @@ class Worker:
         # The sender has no cap of its own: the ledger bounds the requests under way, in
         # all and per endpoint (endpoints sharing a host and port each have their own).
         self.sender = Sender(
-            version=VERSION, allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS
+            version=VERSION,
+            allow_private_networks=settings.HOMING_ALLOW_PRIVATE_NETWORKS,
+            proxy=parse_proxy(proxy) if (proxy := settings.HOMING_EGRESS_PROXY) else None,
         )
         self.pacing = Pacing(retry_budget=settings.HOMING_RETRY_BUDGET)
         self.parker = Parker()

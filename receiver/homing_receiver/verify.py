@@ -3,6 +3,11 @@
 A sender signs ``f"{webhook-id}.{webhook-timestamp}.{body}"`` with HMAC-SHA256 keyed
 by the base64-decoded secret and sends ``webhook-signature: v1,<base64> [v1,<base64>…]``
 (several entries while a secret is being rotated).
+
+An Ed25519 sender (``v1a``) signs the same string with its private ``whsk_`` key and
+sends ``v1a,<base64 signature>``; a receiver given the public key (``whpk_`` + base64 of
+its 32 raw bytes) checks those entries instead. That needs the ``cryptography`` package
+(``pip install 'homing-receiver[ed25519]'``), imported only when such a key is used.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 from homing_receiver.errors import WebhookVerificationError
 
 SECRET_PREFIX = "whsec_"
+PUBLIC_KEY_PREFIX = "whpk_"
+ED25519_PUBLIC_KEY_BYTES = 32
 ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
@@ -103,12 +110,19 @@ class Webhook:
     ) -> None:
         if tolerance < 0:
             raise ValueError("tolerance must not be negative")
-        self._key = _decode_secret(secret)
+        self._public_key: Any = None
+        self._key = b""
+        if isinstance(secret, str) and secret.strip().startswith(PUBLIC_KEY_PREFIX):
+            self._public_key = _ed25519_public_key(secret.strip())
+        else:
+            self._key = _decode_secret(secret)
         self.tolerance = tolerance
         self._now = now
 
     def sign(self, msg_id: str, timestamp: float | datetime, body: bytes | str) -> str:
         """Return a ``v1,<base64>`` signature for a message, as a sender would send it."""
+        if self._public_key is not None:
+            raise ValueError("a whpk_ public key verifies signatures; only its sender signs")
         if isinstance(timestamp, datetime):
             timestamp = timestamp.timestamp()
         return "v1," + base64.b64encode(self._digest(msg_id, str(int(timestamp)), body)).decode()
@@ -126,10 +140,7 @@ class Webhook:
         timestamp = found[TIMESTAMP_HEADER]
         self._check_timestamp(timestamp)
 
-        expected = self._digest(found[ID_HEADER], timestamp, body)
-        if not any(
-            hmac.compare_digest(expected, sig) for sig in _v1_signatures(found[SIGNATURE_HEADER])
-        ):
+        if not self._signature_matches(found[ID_HEADER], timestamp, body, found[SIGNATURE_HEADER]):
             raise WebhookVerificationError(
                 "No matching signature found (wrong secret or altered body?)"
             )
@@ -143,10 +154,19 @@ class Webhook:
             raise WebhookVerificationError("Body is JSON but not an object")
         return event
 
+    def _signature_matches(
+        self, msg_id: str, timestamp: str, body: bytes | str, header: str
+    ) -> bool:
+        if self._public_key is None:
+            expected = self._digest(msg_id, timestamp, body)
+            return any(hmac.compare_digest(expected, sig) for sig in _signatures(header, "v1"))
+        signed = _signed_bytes(msg_id, timestamp, body)
+        return any(
+            _ed25519_verifies(self._public_key, sig, signed) for sig in _signatures(header, "v1a")
+        )
+
     def _digest(self, msg_id: str, timestamp: str, body: bytes | str) -> bytes:
-        raw = body.encode() if isinstance(body, str) else bytes(body)
-        signed = f"{msg_id}.{timestamp}.".encode() + raw
-        return hmac.new(self._key, signed, hashlib.sha256).digest()
+        return hmac.new(self._key, _signed_bytes(msg_id, timestamp, body), hashlib.sha256).digest()
 
     def _check_timestamp(self, value: str) -> None:
         if not _INTEGER.fullmatch(value):
@@ -167,12 +187,49 @@ class Webhook:
             )
 
 
-def _v1_signatures(header: str) -> list[bytes]:
+def _signed_bytes(msg_id: str, timestamp: str, body: bytes | str) -> bytes:
+    raw = body.encode() if isinstance(body, str) else bytes(body)
+    return f"{msg_id}.{timestamp}.".encode() + raw
+
+
+def _ed25519_public_key(text: str) -> Any:
+    try:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "verifying v1a (Ed25519) signatures needs the cryptography package: "
+            "pip install 'homing-receiver[ed25519]'"
+        ) from None
+    encoded = text.removeprefix(PUBLIC_KEY_PREFIX)
+    encoded += "=" * (-len(encoded) % 4)
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        raise ValueError("Public key is not valid base64 (expected whpk_<base64>)") from None
+    if len(raw) != ED25519_PUBLIC_KEY_BYTES:
+        raise ValueError(
+            f"An Ed25519 public key is {ED25519_PUBLIC_KEY_BYTES} bytes, not {len(raw)}"
+        )
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _ed25519_verifies(public_key: Any, signature: bytes, signed: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        public_key.verify(signature, signed)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _signatures(header: str, scheme: str) -> list[bytes]:
+    """The decoded signatures of one scheme (`v1` HMAC or `v1a` Ed25519) in the header."""
     signatures = []
     for entry in header.split():
         version, _, encoded = entry.partition(",")
-        if version != "v1":
-            continue  # other schemes (e.g. v1a asymmetric) are not ours to check
+        if version != scheme:
+            continue  # another scheme's entry: not this key's to check
         try:
             signatures.append(base64.b64decode(encoded, validate=True))
         except binascii.Error:

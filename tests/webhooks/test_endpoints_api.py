@@ -29,6 +29,8 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
         "headers",
         "is_active",
         "owner",
+        "signing",
+        "auth",
         "circuit_state",
         "consecutive_failures",
         "failing_since",

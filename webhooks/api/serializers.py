@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -11,6 +13,8 @@ from api.fields import (
     StrictIntegerField,
 )
 from webhooks.models import ConsumerKey, Endpoint
+from webhooks.secrets import SIGNING_SCHEMES
+from webhooks.services import endpoint_auth as auth_rules
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
 
@@ -65,6 +69,45 @@ class UrlField(StrictCharField):
     pass
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "OAuth2 client credentials: each webhook carries a bearer token fetched "
+        "from token_url. client_secret is write-only (never shown back; left out of a PATCH, "
+        "the stored one is kept).",
+        "properties": {
+            "type": {"type": "string", "enum": list(auth_rules.AUTH_TYPES)},
+            "token_url": {
+                "type": "string",
+                "maxLength": rules.MAX_URL_LENGTH,
+                "pattern": URL_SCHEMA_PATTERN,
+            },
+            "client_id": {"type": "string", "minLength": 1, "maxLength": auth_rules.MAX_CLIENT_ID},
+            "client_secret": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": auth_rules.MAX_CLIENT_SECRET,
+                "writeOnly": True,
+            },
+            "scope": {"type": "string", "nullable": True, "maxLength": auth_rules.MAX_SCOPE},
+            "audience": {"type": "string", "nullable": True, "maxLength": auth_rules.MAX_SCOPE},
+        },
+        "required": ["type", "token_url", "client_id"],
+        "additionalProperties": False,
+    }
+)
+class AuthField(serializers.Field):
+    """Checked by endpoint_auth (field errors name `auth.token_url`…); shown without the
+    client secret."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return auth_rules.auth_shown(value)
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
     (shared with the admin), so this only checks JSON types. It never carries the secret."""
@@ -83,6 +126,8 @@ class EndpointSerializer(serializers.ModelSerializer):
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
     owner = OwnerField(allow_null=True, required=False)
+    signing = serializers.ChoiceField(choices=list(SIGNING_SCHEMES), required=False)
+    auth = AuthField(required=False, allow_null=True)
 
     class Meta:
         model = Endpoint
@@ -95,6 +140,8 @@ class EndpointSerializer(serializers.ModelSerializer):
             "headers",
             "is_active",
             "owner",
+            "signing",
+            "auth",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -115,13 +162,23 @@ class EndpointWithSecretSerializer(EndpointSerializer):
     """The answer to POST /endpoints: the only endpoint body that carries the secret."""
 
     secret = serializers.CharField(read_only=True)
+    # Not read_only: the schema would mark it required, and HMAC endpoints have none.
+    public_key = serializers.CharField(
+        required=False, help_text="An ed25519 endpoint's `whpk_` public key."
+    )
 
     class Meta(EndpointSerializer.Meta):
-        fields = [*EndpointSerializer.Meta.fields, "secret"]
+        fields = [*EndpointSerializer.Meta.fields, "secret", "public_key"]
 
 
 class SecretSerializer(serializers.Serializer):
     secret = serializers.CharField(read_only=True)
+    # Not read_only: the schema would mark it required, and HMAC endpoints have none.
+    public_key = serializers.CharField(
+        required=False,
+        help_text="An ed25519 endpoint's public key (`whpk_…`), for its receiver to verify "
+        "`v1a` signatures with; absent for hmac-sha256.",
+    )
 
 
 class ConsumerKeyCreateSerializer(serializers.Serializer):

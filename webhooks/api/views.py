@@ -27,6 +27,7 @@ from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 from webhooks.services.endpoints import (
     endpoint_create,
     endpoint_delete,
+    endpoint_public_key,
     endpoint_rotate_secret,
     endpoint_secret,
     endpoint_update,
@@ -58,7 +59,7 @@ class EndpointList(TenantScoped, generics.ListCreateAPIView):
         fields = endpoint_fields_for_scope(scope=scope, fields=fields)
         endpoint = endpoint_create(tenant=scope.tenant, by_consumer=scope.is_consumer, **fields)
         # The one endpoint body that shows the secret: the caller has just created it.
-        body = {**EndpointSerializer(endpoint).data, "secret": endpoint_secret(endpoint=endpoint)}
+        body = {**EndpointSerializer(endpoint).data, **_secret_body(endpoint)}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -87,7 +88,7 @@ class EndpointRotateSecret(TenantScoped, generics.GenericAPIView):
     @extend_schema(request=None, responses={200: SecretSerializer}, description=NO_BODY)
     def post(self, request: Request, pk: str) -> Response:
         endpoint = endpoint_rotate_secret(endpoint=self.get_object())
-        return Response({"secret": endpoint_secret(endpoint=endpoint)})
+        return Response(_secret_body(endpoint))
 
 
 class EndpointSecret(TenantScoped, generics.GenericAPIView):
@@ -98,7 +99,15 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
     consumer_allowed = True
 
     def get(self, request: Request, pk: str) -> Response:
-        return Response({"secret": endpoint_secret(endpoint=self.get_object())})
+        return Response(_secret_body(self.get_object()))
+
+
+def _secret_body(endpoint: Endpoint) -> dict[str, str]:
+    """`{secret}`, and `public_key` for an Ed25519 endpoint (its receiver's key)."""
+    body = {"secret": endpoint_secret(endpoint=endpoint)}
+    if (public_key := endpoint_public_key(endpoint=endpoint)) is not None:
+        body["public_key"] = public_key
+    return body
 
 
 class ConsumerKeyList(TenantScoped, generics.ListAPIView):

@@ -17,6 +17,7 @@ from django.conf import settings
 from core.exceptions import InvalidInput
 from core.network import a_label, resolve_blocked_reason
 from webhooks.scope import Scope
+from webhooks.secrets import SIGNING_SCHEMES
 
 MAX_URL_LENGTH = 2048
 MAX_CUSTOM_HEADERS = 20
@@ -198,7 +199,14 @@ def endpoint_fields_for_scope(*, scope: Scope, fields: dict[str, Any]) -> dict[s
     return {**fields, "owner": scope.owner}
 
 
+def endpoint_signing_check(*, signing: Any) -> str:
+    if signing not in SIGNING_SCHEMES:
+        raise InvalidInput("signing", f"One of {', '.join(SIGNING_SCHEMES)}.")
+    return str(signing)
+
+
 CHECKS = {
+    "signing": lambda value: endpoint_signing_check(signing=value),
     "owner": lambda value: endpoint_owner_check(owner=value),
     "url": lambda value: endpoint_url_check(url=value),
     "headers": lambda value: endpoint_headers_check(headers=value),

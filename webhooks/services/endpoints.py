@@ -11,7 +11,8 @@ from django.utils.dateparse import parse_datetime
 from core import crypto
 from core.exceptions import HomingError, InvalidInput
 from webhooks.models import Endpoint, Tenant
-from webhooks.secrets import generate_secret
+from webhooks.secrets import ED25519, HMAC_SHA256, generate_secret, public_key, signing_of
+from webhooks.services.endpoint_auth import endpoint_auth_check
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.signals import endpoint_retired
 
@@ -30,6 +31,8 @@ ENDPOINT_FIELDS = (
     "headers",
     "is_active",
     "owner",
+    "signing",
+    "auth",
 )
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
@@ -52,6 +55,8 @@ def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any)
         raise InvalidInput("url", "This field is required.")
     if "headers" in fields:
         fields["headers"] = _headers_encrypted(fields["headers"])
+    if "auth" in fields:
+        fields["auth"] = endpoint_auth_check(auth=fields["auth"])
     with transaction.atomic():
         # The tenant row lock serialises creations of one tenant, so two concurrent
         # requests cannot both take the last place under the limit.
@@ -59,9 +64,8 @@ def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any)
         endpoint_limit_check(tenant=tenant)
         if by_consumer:
             endpoint_owner_limit_check(tenant=tenant, owner=fields.get("owner"))
-        return Endpoint.objects.create(
-            tenant=tenant, secret=crypto.encrypt(generate_secret()), **fields
-        )
+        secret = generate_secret(fields.get("signing", HMAC_SHA256))
+        return Endpoint.objects.create(tenant=tenant, secret=crypto.encrypt(secret), **fields)
 
 
 def endpoint_limit_check(*, tenant: Tenant) -> None:
@@ -98,6 +102,13 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     was_active = Endpoint.objects.filter(pk=endpoint.pk).values_list("is_active", flat=True).get()
     if "headers" in fields:
         fields["headers"] = _headers_encrypted(fields["headers"])
+    if "auth" in fields:
+        fields["auth"] = endpoint_auth_check(auth=fields["auth"], stored=endpoint.auth)
+    signing = fields.get("signing")
+    if signing is not None and signing != signing_of(endpoint_secret(endpoint=endpoint)):
+        # A new scheme needs a new secret; the old one keeps signing through the grace
+        # as after a rotation, so receivers can move over without losing webhooks.
+        _rotate(endpoint, signing=signing)
     if fields.get("is_active") is True:
         # Re-activating is the manual recovery: a clean bill of health, circuit closed.
         fields = {**fields, **HEALTH_CLEARED}
@@ -134,16 +145,28 @@ def endpoint_secret(*, endpoint: Endpoint) -> str:
     return crypto.decrypt(endpoint.secret)
 
 
+def endpoint_public_key(*, endpoint: Endpoint) -> str | None:
+    """The `whpk_` public key receivers verify an Ed25519 endpoint's `v1a` with (None
+    for an HMAC endpoint: its secret is shared)."""
+    secret = endpoint_secret(endpoint=endpoint)
+    return public_key(secret) if signing_of(secret) == ED25519 else None
+
+
 @transaction.atomic
 def endpoint_rotate_secret(*, endpoint: Endpoint) -> Endpoint:
-    """New signing secret; every replaced one keeps signing until its own grace ends."""
+    """New signing secret of the endpoint's scheme; every replaced one keeps signing until
+    its own grace ends."""
+    return _rotate(endpoint, signing=endpoint.signing)
+
+
+def _rotate(endpoint: Endpoint, *, signing: str) -> Endpoint:
     now = timezone.now()
     grace = timedelta(seconds=settings.HOMING_SECRET_ROTATION_GRACE)
     locked = Endpoint.objects.select_for_update().get(pk=endpoint.pk)  # concurrent rotations
     retired = {"secret": locked.secret, "expires_at": (now + grace).isoformat()}
     still_valid = [item for item in locked.previous_secrets if _expiry(item) > now]
     endpoint.previous_secrets = [retired, *still_valid][:MAX_PREVIOUS_SECRETS]
-    endpoint.secret = crypto.encrypt(generate_secret())
+    endpoint.secret = crypto.encrypt(generate_secret(signing))
     endpoint.save(update_fields=["secret", "previous_secrets", "updated_at"])
     return endpoint
 
@@ -203,6 +226,9 @@ def endpoint_secrets_reencrypt() -> int:
             endpoint.headers = {
                 name: crypto.reencrypt(token) for name, token in (endpoint.headers or {}).items()
             }
-            endpoint.save(update_fields=["secret", "previous_secrets", "headers"])
+            if endpoint.auth and endpoint.auth.get("client_secret"):
+                secret = crypto.reencrypt(endpoint.auth["client_secret"])
+                endpoint.auth = {**endpoint.auth, "client_secret": secret}
+            endpoint.save(update_fields=["secret", "previous_secrets", "headers", "auth"])
         done += 1
     return done

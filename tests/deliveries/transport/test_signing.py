@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import standardwebhooks
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError as SvixVerificationError
 
@@ -18,7 +20,7 @@ from deliveries.transport.signing import (
     sign,
     webhook_headers,
 )
-from webhooks.secrets import generate_secret
+from webhooks.secrets import ed25519_private_key, generate_secret, public_key
 
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SPEC_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
@@ -150,3 +152,67 @@ def test_the_payload_is_identical_on_every_call() -> None:
         "data": {"z": 1, "a": {"nested": [None, True, 1.5]}},
     }
     assert payload_bytes(**kwargs) == payload_bytes(**kwargs)
+
+
+# --- v1a: Ed25519 (Standard Webhooks' asymmetric scheme) ----------------------------------
+# The vector is built from the specifications, not from our own output: RFC 8032 section
+# 7.1's TEST 1 key (seed 9d61…7f60, public key d75a…511a) written as `whsk_`/`whpk_`, and
+# the Standard Webhooks message above signed with it. Ed25519 is deterministic, so the
+# signature is fixed; the `cryptography` package verifies it against the RFC's public key.
+RFC8032_SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+RFC8032_PUBLIC = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+V1A_SIGNING_KEY = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A="
+V1A_PUBLIC_KEY = "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+V1A_SIGNATURE = (
+    "v1a,fldxM4gAKugP6nnt1hdz3sgGfZ6d99nzrMFnZOELIxbzEHoVmAb2ADpkJK7zgPePmPsle0zV9jSeGlHFG2NVAw=="
+)
+
+
+def test_the_v1a_keys_are_the_rfc_8032_key_in_standard_webhooks_form() -> None:
+    assert "whsk_" + base64.b64encode(RFC8032_SEED).decode() == V1A_SIGNING_KEY
+    assert "whpk_" + base64.b64encode(RFC8032_PUBLIC).decode() == V1A_PUBLIC_KEY
+    assert public_key(V1A_SIGNING_KEY) == V1A_PUBLIC_KEY
+    # RFC 8032 TEST 1: the empty message's signature, so the seed is read as the RFC does.
+    assert ed25519_private_key(V1A_SIGNING_KEY).sign(b"").hex() == (
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e3970"
+        "1cf9b46bd25bf5f0595bbe24655141438e7a100b"
+    )
+
+
+def test_it_matches_the_v1a_vector() -> None:
+    signature = sign(
+        msg_id=SPEC_ID, timestamp=SPEC_TIMESTAMP, body=SPEC_BODY, secrets=[V1A_SIGNING_KEY]
+    )
+    assert signature == V1A_SIGNATURE
+
+
+def test_cryptography_verifies_the_v1a_vector_with_the_rfc_public_key() -> None:
+    _, _, encoded = V1A_SIGNATURE.partition(",")
+    signed = f"{SPEC_ID}.{SPEC_TIMESTAMP}.".encode() + SPEC_BODY
+    Ed25519PublicKey.from_public_bytes(RFC8032_PUBLIC).verify(base64.b64decode(encoded), signed)
+    with pytest.raises(InvalidSignature):
+        Ed25519PublicKey.from_public_bytes(RFC8032_PUBLIC).verify(
+            base64.b64decode(encoded), signed + b" "
+        )
+
+
+def test_generated_signing_keys_are_whsk_base64_of_a_32_byte_seed() -> None:
+    keys = {generate_secret("ed25519") for _ in range(50)}
+    assert len(keys) == 50
+    for key in keys:
+        assert key.startswith("whsk_")
+        assert len(base64.b64decode(key.removeprefix("whsk_"), validate=True)) == 32
+        assert public_key(key).startswith("whpk_")
+
+
+def test_a_scheme_change_signs_with_both_schemes_during_the_grace() -> None:
+    old, new = generate_secret(), generate_secret("ed25519")
+    headers = signed_now(b"{}", [new, old])
+    v1a, v1 = headers["webhook-signature"].split(" ")
+    assert v1a.startswith("v1a,") and v1.startswith("v1,")
+    standardwebhooks.Webhook(old).verify(b"{}", headers)  # it skips the v1a entry
+
+
+def test_an_ed25519_key_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
+        sign(msg_id="m", timestamp=1, body=b"", secrets=["whsk_" + "A" * 40])
