@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from homing_receiver import Webhook
 
-from tests.e2e.test_delivery import delivery_of, make_endpoint, send_event
+from tests.factories import delivery_of, endpoint_via_api, event_via_api
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -38,9 +38,9 @@ def test_an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies(
     alice, homing, receiver_factory
 ):
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url, signing="ed25519")
+    endpoint = endpoint_via_api(alice, receiver.url, signing="ed25519")
     homing("worker")
-    event = send_event(alice, data={"amount": 4200})
+    event = event_via_api(alice, data={"amount": 4200})
 
     [request] = receiver.wait_for(1)
     assert request.headers["webhook-signature"].startswith("v1a,")
@@ -54,10 +54,10 @@ def test_an_ed25519_endpoint_signs_v1a_that_its_public_key_verifies(
 
 def test_during_a_rotation_both_public_keys_verify(alice, homing, receiver_factory):
     receiver = receiver_factory()
-    endpoint = make_endpoint(alice, receiver.url, signing="ed25519")
+    endpoint = endpoint_via_api(alice, receiver.url, signing="ed25519")
     rotated = alice.client.post(f"/api/v1/endpoints/{endpoint['id']}/rotate-secret").json()
     homing("worker")
-    send_event(alice)
+    event_via_api(alice)
     [request] = receiver.wait_for(1)
     assert [e.split(",")[0] for e in request.headers["webhook-signature"].split(" ")] == [
         "v1a",

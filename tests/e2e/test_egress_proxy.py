@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.e2e.test_delivery import make_endpoint, send_event
+from tests.factories import endpoint_via_api, event_via_api
 from tests.processes import wait_until
 from tests.proxies import PROXY_PEER, TinyProxy
 from webhooks.models import Endpoint
@@ -32,12 +32,12 @@ def test_webhooks_go_through_the_proxy_and_a_deny_rule_fails_them_retryably(
     alice, homing, receiver_factory, proxy
 ):
     receiver = receiver_factory()
-    make_endpoint(alice, receiver.url, event_types=["order.paid"])
-    denied = make_endpoint(
+    endpoint_via_api(alice, receiver.url, event_types=["order.paid"])
+    denied = endpoint_via_api(
         alice, receiver.url.replace("127.0.0.1", "blocked.example"), event_types=["order.paid"]
     )
     homing("worker", HOMING_EGRESS_PROXY=proxy.url)
-    event = send_event(alice, event_type="order.paid")
+    event = event_via_api(alice, event_type="order.paid")
 
     [request] = receiver.wait_for(1)
     assert request.peer == PROXY_PEER and request.headers["webhook-id"] == event["id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_delivery import make_endpoint, send_event
+from tests.factories import endpoint_via_api, event_via_api
 from tests.processes import wait_until
 from tests.token_server import TokenServer, bearer_behaviour
 
@@ -29,15 +29,15 @@ def test_webhooks_carry_a_shared_token_refreshed_after_a_401(
         "client_id": tokens.client_id,
         "client_secret": tokens.client_secret,
     }
-    make_endpoint(alice, receiver.url, auth=auth)
+    endpoint_via_api(alice, receiver.url, auth=auth)
     homing("worker")
-    events = [send_event(alice) for _ in range(10)]
+    events = [event_via_api(alice) for _ in range(10)]
     receiver.wait_for(10)
     assert tokens.fetches == 1
     assert {r.headers["authorization"] for r in receiver.requests} == {"Bearer tok-1"}
 
     tokens.rotate()
-    late = send_event(alice)
+    late = event_via_api(alice)
     path = f"/api/v1/deliveries/{late['deliveries'][0]['id']}"
     wait_until(lambda: alice.client.get(path).json()["status"] == "succeeded")
     detail = alice.client.get(path).json()

@@ -4,8 +4,6 @@ answer, and when a connection may carry the next request and when it must not.""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import socket
 import ssl
 import threading
@@ -13,14 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from deliveries.lifecycle.retry import Outcome, classify
 from deliveries.results import ErrorKind
 from deliveries.transport import http1
 from deliveries.transport.sender import Sender
+from tests.certificates import self_signed_for_loopback
 from tests.scripted_receivers import Receiver, Request, answer, response
 
 
@@ -290,36 +286,6 @@ def test_a_path_with_spaces_and_accents_is_percent_encoded(serve, sender) -> Non
 
 
 # --- TLS -------------------------------------------------------------------------------
-
-
-def self_signed_for_loopback(key_path: Path) -> bytes:
-    """A certificate for IP 127.0.0.1 (PEM), its key written to `key_path`."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return certificate.public_bytes(serialization.Encoding.PEM)
 
 
 @pytest.fixture

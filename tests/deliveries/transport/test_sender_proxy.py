@@ -14,7 +14,7 @@ from deliveries.lifecycle.retry import Outcome, classify
 from deliveries.results import ErrorKind
 from deliveries.transport.proxy import parse_proxy
 from deliveries.transport.sender import Sender
-from tests.deliveries.transport.test_http1 import self_signed_for_loopback
+from tests.certificates import self_signed_for_loopback
 from tests.proxies import PROXY_PEER, TinyProxy
 from tests.scripted_receivers import Receiver, answer
 
