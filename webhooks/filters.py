@@ -213,17 +213,15 @@ class _Compiler:
             # Not an object: every field of it is missing (so `$neq` under it matches).
             return all(match(MISSING) for _, match in by_field)
 
-        if not top:
-            plain = subset
+        if top:
+            return self._all((*checks, subset))
 
-            def subset(value: Any) -> bool:  # an object against a list: one element holds it
-                if value.__class__ is list:
-                    return any(item.__class__ is dict and plain(item) for item in value)
-                return plain(value)
+        def in_list(value: Any) -> bool:  # an object against a list: one element holds it
+            if value.__class__ is list:
+                return any(item.__class__ is dict and subset(item) for item in value)
+            return subset(value)
 
-            subset = self._forgiving(subset)
-
-        return self._all((*checks, subset))
+        return self._all((*checks, self._forgiving(in_list)))
 
     def _all(self, checks: tuple[Predicate, ...]) -> Predicate:
         if len(checks) == 1:

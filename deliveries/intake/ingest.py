@@ -41,6 +41,8 @@ from deliveries.intake.ingest_sql import (
 from deliveries.intake.routing import (
     Routing,
     RoutingChanged,
+    endpoints_filtered,
+    filter_predicate,
     routing_cached,
     routing_changed,
     routing_load,
@@ -154,7 +156,7 @@ def _insert_routed(
     event_ids = [new_id("evt") for _ in inputs]
     per_event = deliveries_build(
         fan_out=[
-            (event_id, [e.pk for e in routing.targets(item.type, exclude=exclude_endpoint_id)])
+            (event_id, [e.pk for e in routing.routed(item, exclude=exclude_endpoint_id)])
             for event_id, item in zip(event_ids, inputs, strict=True)
         ]
     )
@@ -199,12 +201,20 @@ def _ingest_with_the_orm(
     endpoints = list(
         Endpoint.objects.filter(tenant=tenant, is_active=True)
         .exclude(pk=exclude_endpoint_id)
-        .only("id", "event_types")
+        .only("id", "event_types", "filter")
     )
+    filters = {e.pk: match for e in endpoints if (match := filter_predicate(e.filter)) is not None}
     per_event = deliveries_create_for_events(
         fan_out=[
-            (event, [endpoint for endpoint in endpoints if endpoint.matches(event.type)])
-            for event in events
+            (
+                event,
+                endpoints_filtered(
+                    [endpoint for endpoint in endpoints if endpoint.matches(event.type)],
+                    filters,
+                    item,
+                ),
+            )
+            for event, item in zip(events, inputs, strict=True)
         ]
     )
     return [

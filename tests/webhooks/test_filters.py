@@ -21,9 +21,10 @@ from webhooks.filters import (
 VECTORS = json.loads((Path(__file__).parent / "filter_vectors.json").read_text())
 
 
-def _document(event: str | dict) -> dict:
-    if isinstance(event, str):
-        event = VECTORS["events"][event]
+def _document(named_or_inline: str | dict) -> dict:
+    event = (
+        VECTORS["events"][named_or_inline] if isinstance(named_or_inline, str) else named_or_inline
+    )
     return event_document(event["type"], event["data"], event.get("ordering_key"))
 
 

@@ -10,6 +10,8 @@ from api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from webhooks.filters import MAX_BYTES as MAX_FILTER_BYTES
+from webhooks.filters import MAX_LEVELS as MAX_FILTER_LEVELS
 from webhooks.models import ConsumerKey, Endpoint
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
@@ -65,6 +67,20 @@ class UrlField(StrictCharField):
     pass
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "Which events this endpoint takes besides `event_types`: the JSON "
+        "match syntax (README, 'Filters') over {type, data, ordering_key}; "
+        f"at most {MAX_FILTER_BYTES} bytes and {MAX_FILTER_LEVELS} levels.",
+        "additionalProperties": True,
+    }
+)
+class FilterField(serializers.JSONField):
+    """Any JSON here; webhooks.filters checks it (a 400 naming its path)."""
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
     (shared with the admin), so this only checks JSON types. It never carries the secret."""
@@ -83,6 +99,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
     owner = OwnerField(allow_null=True, required=False)
+    filter = FilterField(allow_null=True, required=False)
 
     class Meta:
         model = Endpoint
@@ -91,6 +108,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "url",
             "description",
             "event_types",
+            "filter",
             "rate_limit",
             "headers",
             "is_active",

@@ -30,6 +30,7 @@ ENDPOINT_FIELDS = (
     "headers",
     "is_active",
     "owner",
+    "filter",
 )
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
