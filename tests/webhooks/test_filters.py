@@ -83,7 +83,7 @@ def test_the_explanation_names_the_failing_clause():
     assert explanation == "filter.data.currency.$exist: present"
 
 
-def test_a_filter_evaluates_within_20_microseconds_on_a_2_kb_event():
+def test_a_filter_evaluates_in_microseconds_on_a_2_kb_event():
     data = {
         "amount": 120,
         "currency": "EUR",
@@ -110,8 +110,10 @@ def test_a_filter_evaluates_within_20_microseconds_on_a_2_kb_event():
         for _ in range(200):
             predicate(document)
         runs.append((time.perf_counter() - start) / 200)
-    # Measured ~11 µs; the median of 30 runs is robust to a busy machine's bursts.
-    assert statistics.median(runs) < 20e-6, f"{statistics.median(runs) * 1e6:.1f} µs"
+    # ~11 µs measured (the target is 20: `python -m bench.filters` measures it). Here only a
+    # wide bound, which a busy shared machine cannot break: an interpreter re-reading the
+    # filter's JSON per event would take several times as long.
+    assert statistics.median(runs) < 100e-6, f"{statistics.median(runs) * 1e6:.1f} µs"
 
 
 def test_sixteen_levels_are_allowed_and_seventeen_refused():
