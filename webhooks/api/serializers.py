@@ -12,7 +12,7 @@ from api.fields import (
 )
 from webhooks.filters import MAX_BYTES as MAX_FILTER_BYTES
 from webhooks.filters import MAX_LEVELS as MAX_FILTER_LEVELS
-from webhooks.models import ConsumerKey, Endpoint
+from webhooks.models import ConsumerKey, Endpoint, EventType
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
 
@@ -163,3 +163,38 @@ class ConsumerKeyWithKeySerializer(ConsumerKeySerializer):
 
     class Meta(ConsumerKeySerializer.Meta):
         fields = [*ConsumerKeySerializer.Meta.fields, "key"]
+
+
+@extend_schema_field(
+    {
+        "type": ["object", "boolean"],
+        "nullable": True,
+        "description": "A JSON Schema 2020-12 of the type's `data` (local `$ref`s only).",
+    }
+)
+class SchemaField(serializers.JSONField):
+    """Checked by webhooks.services.event_schemas (a 400 naming where in it)."""
+
+
+@extend_schema_field(
+    {"type": "array", "maxItems": 10, "items": {"type": "object", "additionalProperties": True}}
+)
+class ExamplesField(serializers.JSONField):
+    """`data` objects of the type; each must satisfy the schema."""
+
+
+class EventTypeSerializer(serializers.ModelSerializer):
+    """A catalog entry; the rules live in webhooks.services.event_types."""
+
+    name = StrictCharField(
+        max_length=255, trim_whitespace=False, help_text="An event type, e.g. `invoice.paid`."
+    )
+    description = StrictCharField(required=False, allow_blank=True, max_length=5000)
+    schema = SchemaField(required=False, allow_null=True)
+    examples = ExamplesField(required=False)
+    deprecated = StrictBooleanField(required=False)
+
+    class Meta:
+        model = EventType
+        fields = ["name", "description", "schema", "examples", "deprecated", "created_at"]
+        read_only_fields = ["created_at"]
