@@ -234,14 +234,20 @@ def _ingest_with_the_orm(
 
 
 @transaction.atomic
-def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Delivery]:
-    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
-    the way to check a new endpoint's URL and signature verification end to end."""
+def endpoint_send_test(
+    *, endpoint: Endpoint, event_type: str = TEST_EVENT_TYPE, data: dict[str, Any] | None = None
+) -> tuple[Event, Delivery]:
+    """A test event delivered to this endpoint only, whatever its event_types and filter:
+    `homing.test` (data `{"test": true}`) checks a new endpoint's URL and signature
+    verification end to end; a catalog type with its example (the portal's "send an
+    example") shows a receiver what that type looks like."""
     if not endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
     work_admit(tenant_id=endpoint.tenant_id)  # or 429, before anything is written
     event = Event.objects.create(
-        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
+        tenant_id=endpoint.tenant_id,
+        type=event_type,
+        data={"test": True} if data is None else data,
     )
     [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
     work_admitted(tenant_id=endpoint.tenant_id, deliveries=1)
