@@ -134,7 +134,10 @@ def _editor(
         for event in events_for_trial(scope=scope, event_type=event_type):
             document = event_document(event.type, event.data, event.ordering_key)
             matches, explanation = filter_explain(spec, document)
-            results.append({"event": event, "matches": matches, "explanation": explanation})
+            data = json.dumps(event.data, ensure_ascii=False, separators=(", ", ": "))
+            results.append(
+                {"event": event, "data": data, "matches": matches, "explanation": explanation}
+            )
     context = {
         "endpoint": found,
         "filter_text": text,
