@@ -357,16 +357,27 @@ def _check_shape(spec: Any, path: str) -> None:
                 raise InvalidInput(at, f"nested deeper than {MAX_LEVELS} levels")
             if isinstance(node, dict):
                 for key, child in node.items():
-                    if not isinstance(key, str) or "\x00" in key:
-                        raise InvalidInput(at, "a key is not a string without NUL")
+                    if not isinstance(key, str) or not _storable(key):
+                        raise InvalidInput(at, "a key holds a NUL character or a lone surrogate")
                     stack.append((child, f"{at}.{key}", level + 1))
             else:
                 stack.extend((child, f"{at}[{n}]", level + 1) for n, child in enumerate(node))
         elif isinstance(node, str):
-            if "\x00" in node:
-                raise InvalidInput(at, "a string contains a NUL character")
+            if not _storable(node):
+                raise InvalidInput(at, "a string holds a NUL character or a lone surrogate")
         elif isinstance(node, float):
             if not math.isfinite(node):
                 raise InvalidInput(at, "expected a finite number")
         elif not (node is None or isinstance(node, bool | int)):
             raise InvalidInput(at, "expected a JSON value")
+
+
+def _storable(text: str) -> bool:
+    """What jsonb stores: no NUL, no lone surrogate (`"\\ud800"` parses, cannot be saved)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema_rs
 
 from core.exceptions import InvalidInput
+from webhooks.services.event_input import json_storable_check
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MAX_SCHEMA_BYTES = 65536
@@ -31,6 +32,7 @@ def schema_check(*, schema: Any) -> dict[str, Any] | bool | None:
         return None
     if not isinstance(schema, dict | bool):
         raise InvalidInput("schema", "Must be a JSON Schema (an object or a boolean) or null.")
+    json_storable_check(value=schema, field="schema")
     size = len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_SCHEMA_BYTES:
         raise InvalidInput("schema", f"At most {MAX_SCHEMA_BYTES} bytes of compact JSON.")
@@ -95,6 +97,7 @@ def examples_check(*, examples: Any, schema: dict[str, Any] | bool | None) -> li
     for n, example in enumerate(examples):
         if not isinstance(example, dict):
             raise InvalidInput(f"examples[{n}]", "Must be a JSON object (an event's `data`).")
+        json_storable_check(value=example, field=f"examples[{n}]")
         if schema is not None:
             error = data_error(schema=schema, data=example, field=f"examples[{n}]")
             if error is not None:
