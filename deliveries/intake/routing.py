@@ -82,7 +82,21 @@ def endpoints_filtered(
     if not filters:
         return list(endpoints)
     document = event_document(item.type, item.data, item.ordering_key)
-    return [e for e in endpoints if (match := filters.get(e.pk)) is None or match(document)]
+    # Endpoints with equal filters share one compiled predicate (filter_predicate's cache):
+    # each is asked once per event.
+    answers: dict[int, bool] = {}
+    chosen = []
+    for endpoint in endpoints:
+        match = filters.get(endpoint.pk)
+        if match is None:
+            chosen.append(endpoint)
+            continue
+        answer = answers.get(id(match))
+        if answer is None:
+            answer = answers[id(match)] = match(document)
+        if answer:
+            chosen.append(endpoint)
+    return chosen
 
 
 _compiled: dict[str, Predicate] = {}
