@@ -49,6 +49,7 @@ WHY = {
         "route, a query parameter holding a NUL byte)."
     ),
     401: "No API key, or one that is not valid.",
+    403: "A consumer key cannot do this: it needs the tenant's API key.",
     404: "No such object for this API key (another tenant's id is not found either).",
     409: "Conflict: the object's state does not allow it now (the message says why).",
     410: "Gone: older than what is retained; `oldest_sequence` is the oldest one kept.",

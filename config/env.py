@@ -41,6 +41,13 @@ def schedule(name: str, default: str) -> str:
     return raw
 
 
+def choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    value = env.str(name, default=default).strip().lower()
+    if value not in choices:
+        raise environ.ImproperlyConfigured(f"{name}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def number(name: str, default: float, *, minimum: float, maximum: float) -> float:
     try:
         value = env.float(name, default=default)

@@ -63,6 +63,13 @@ def _counter_lines() -> list[str]:
             [("", counts.get("events", 0))],
         ),
         *_family(
+            "homing_events_invalid_total",
+            "counter",
+            "Events accepted although their data fails their type's schema "
+            "(HOMING_VALIDATE_EVENTS=warn).",
+            [("", counts.get("events_invalid", 0))],
+        ),
+        *_family(
             "homing_idempotency_replays_total",
             "counter",
             "Requests answered from a stored Idempotency-Key response.",

@@ -8,6 +8,7 @@ from pathlib import Path
 import environ
 
 from config.env import (
+    choice,
     duration,
     embedded_secret_key,
     env,
@@ -275,6 +276,11 @@ HOMING_TENANT_EVENT_RATE = (
 )
 HOMING_TENANT_MAX_BACKLOG = int(
     number("HOMING_TENANT_MAX_BACKLOG", default=1_000_000, minimum=1, maximum=10**12)
+)
+# Events whose type has a schema in the catalog: `off` (not checked), `warn` (accepted,
+# counted in homing_events_invalid_total), `enforce` (400 naming the failing path).
+HOMING_VALIDATE_EVENTS = choice(
+    "HOMING_VALIDATE_EVENTS", default="off", choices=("off", "warn", "enforce")
 )
 
 # Endpoint health (CONTRACT section 4): the circuit opens after this many consecutive

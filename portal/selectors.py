@@ -4,8 +4,10 @@ session's Scope: one selector per question."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Count
@@ -13,8 +15,10 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from dlq.selectors import dead_letters_waiting
-from webhooks.models import Endpoint
+from webhooks.models import Endpoint, EventType
 from webhooks.scope import Scope
+
+CATALOG_SHOWN = 500  # entries on the catalog page (a catalog is tens of types, not more)
 
 
 @dataclass
@@ -89,3 +93,29 @@ def event_types_sent(*, tenant_id: str) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(EVENT_TYPES_SQL, {"tenant": tenant_id, "limit": EVENT_TYPES_SHOWN})
         return [row[0] for row in cursor.fetchall() if not row[0].startswith("homing.")]
+
+
+def event_type_catalog(*, tenant_id: str) -> list[tuple[str, list[CatalogEntry]]]:
+    """The tenant's catalog grouped by prefix (what comes before the first dot), in name
+    order, each entry with its schema and first example pretty-printed for the page."""
+    groups: dict[str, list[CatalogEntry]] = {}
+    for entry in EventType.objects.filter(tenant_id=tenant_id).order_by("name")[:CATALOG_SHOWN]:
+        groups.setdefault(entry.name.split(".", 1)[0], []).append(
+            CatalogEntry(
+                entry=entry,
+                schema=_pretty(entry.schema) if entry.schema is not None else "",
+                example=_pretty(entry.examples[0]) if entry.examples else "",
+            )
+        )
+    return list(groups.items())
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    entry: EventType
+    schema: str
+    example: str
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

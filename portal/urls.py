@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from portal import views
+from portal import catalog_views, views
 
 app_name = "portal"
 
@@ -18,6 +18,10 @@ urlpatterns = [
     path("endpoints/<str:pk>/dead-letters/", views.dead_letters, name="dead-letters"),
     path("endpoints/<str:pk>/recover", views.endpoint_recover_view, name="endpoint-recover"),
     path("dead-letters/<str:pk>/replay", views.dead_letter_replay_view, name="dead-letter-replay"),
+    path("endpoints/<str:pk>/filter", catalog_views.filter_editor, name="filter"),
+    path("endpoints/<str:pk>/filter/try", catalog_views.filter_editor_post, name="filter-post"),
+    path("event-types/", catalog_views.catalog, name="catalog"),
+    path("event-types/<str:name>/action", catalog_views.catalog_action, name="catalog-action"),
     path("deliveries/<str:pk>/", views.delivery, name="delivery"),
     path("deliveries/<str:pk>/retry", views.delivery_retry, name="delivery-retry"),
 ]

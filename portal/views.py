@@ -3,6 +3,7 @@ render. Every query is narrowed by the session's Scope (another owner's id is a 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -225,7 +226,12 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
     kept = request.GET.copy()
     for name in ("after", "notice"):
         kept.pop(name, None)
-    context = {"detail": detail, "filters": filters, "filter_query": kept.urlencode()}
+    context = {
+        "detail": detail,
+        "filters": filters,
+        "filter_query": kept.urlencode(),
+        "filter_text": json.dumps(detail.endpoint.filter, indent=2, ensure_ascii=False),
+    }
     return _page(request, "portal/endpoint.html", {**context, "secret": secret})
 
 

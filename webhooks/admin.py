@@ -78,7 +78,9 @@ class EndpointForm(forms.ModelForm):
             if self.instance._state.adding and cleaned.get("tenant"):
                 endpoint_limit_check(tenant=cleaned["tenant"])
         except InvalidInput as exc:
-            self.add_error(exc.field if exc.field in self.fields else None, exc.detail)
+            name = exc.field.split(".", 1)[0]  # `filter.data.amount.$gte` is the filter's
+            detail = exc.detail if name == exc.field else f"{exc.field}: {exc.detail}"
+            self.add_error(name if name in self.fields else None, detail)
         return cleaned
 
 

@@ -83,6 +83,9 @@ class Endpoint(models.Model):
     event_types = models.JSONField(default=list, blank=True)
     rate_limit = models.PositiveIntegerField(null=True, blank=True)
     headers = models.JSONField(default=dict, blank=True)
+    # Which events it takes besides `event_types` (webhooks/filters.py); null: all. Read by
+    # routing, so a change to it bumps the tenant's routing version (migration 0012).
+    filter = models.JSONField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     # The tenant's own name for the customer this endpoint belongs to (null: none);
     # consumer keys and portal sessions see only the endpoints of their owner.
@@ -208,6 +211,36 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.id}"
+
+
+class EventType(models.Model):
+    """An entry of a tenant's event-type catalog: what a type means and carries (a JSON
+    Schema 2020-12 of its `data`, examples). The portal shows it to consumers; with
+    HOMING_VALIDATE_EVENTS the schema checks events of the type as they come in."""
+
+    id = id_field("et")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="event_types")
+    name = models.CharField(max_length=255)
+    description = models.TextField(blank=True, default="")
+    schema = models.JSONField(null=True, blank=True)  # null: any data
+    examples = models.JSONField(default=list, blank=True)  # `data` objects
+    deprecated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # One entry per name; also serves GET /event-types/{name} and the schema
+            # lookup of each validated ingestion (tenant, name = ANY(types)).
+            models.UniqueConstraint(fields=["tenant", "name"], name="eventtype_tenant_name"),
+        ]
+        indexes = [
+            # GET /event-types on the keyset (created_at, id), newest first.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="eventtype_tenant_keyset"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class IdempotencyRecord(models.Model):

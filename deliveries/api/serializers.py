@@ -9,6 +9,7 @@ from api.fields import BlankAsNullField
 from deliveries.models import Attempt, Delivery
 from deliveries.selectors import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 from deliveries.statuses import public_status
+from webhooks.api.serializers import FilterField
 from webhooks.models import Event
 from webhooks.services.event_input import EVENT_TYPE
 
@@ -130,3 +131,28 @@ class EventSummarySerializer(serializers.ModelSerializer):
 
 class EventBatchSerializer(serializers.Serializer):
     events = EventSerializer(many=True)
+
+
+class FilterTestSerializer(serializers.Serializer):
+    """The body of POST /endpoints/{id}/filter-test (checked by intake.filter_trial)."""
+
+    filter = FilterField(
+        allow_null=True,
+        required=False,
+        help_text="The filter to try; without it, the endpoint's own.",
+    )
+    event = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="An event as POST /events takes it: {type, data, ordering_key?}.",
+    )
+    event_id = serializers.CharField(
+        required=False, allow_null=True, max_length=64, help_text="An earlier event of yours."
+    )
+
+
+class FilterTestResultSerializer(serializers.Serializer):
+    matches = serializers.BooleanField(read_only=True)
+    explanation = serializers.CharField(
+        read_only=True, help_text="Which clauses failed (or that every clause matched)."
+    )

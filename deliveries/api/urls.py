@@ -15,4 +15,9 @@ urlpatterns = [
     path("deliveries/<str:pk>/retry", views.DeliveryRetry.as_view(), name="delivery-retry"),
     path("endpoints/<str:pk>/messages", views.EndpointMessages.as_view(), name="endpoint-messages"),
     path("endpoints/<str:pk>/test", views.EndpointSendTest.as_view(), name="endpoint-test"),
+    path(
+        "endpoints/<str:pk>/filter-test",
+        views.EndpointFilterTest.as_view(),
+        name="endpoint-filter-test",
+    ),
 ]

@@ -22,15 +22,18 @@ from deliveries.api.serializers import (
     FeedExpiredSerializer,
     FeedPageSerializer,
     FeedQuerySerializer,
+    FilterTestResultSerializer,
+    FilterTestSerializer,
     TestEventSerializer,
 )
 from deliveries.intake import api as intake
 from deliveries.intake import retries
+from deliveries.intake.filter_trial import filter_try
 from deliveries.intake.ingest import endpoint_send_test
 from deliveries.models import Delivery
 from deliveries.selectors import endpoint_messages
 from deliveries.statuses import public_status
-from webhooks.api.scoping import TenantScoped
+from webhooks.api.scoping import TenantScoped, scope_of
 from webhooks.models import Endpoint, Event
 
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
@@ -129,6 +132,25 @@ class EndpointSendTest(TenantScoped, generics.GenericAPIView):
         return Response(
             {"event_id": event.id, "delivery_id": delivery.id}, status=status.HTTP_202_ACCEPTED
         )
+
+
+class EndpointFilterTest(TenantScoped, generics.GenericAPIView):
+    """Whether a filter (the endpoint's own, or one being written) matches an event (one
+    given whole, or an earlier one by id), and which clause failed if not. Nothing is
+    written or sent."""
+
+    model = Endpoint
+    serializer_class = FilterTestSerializer
+    consumer_allowed = True
+
+    @extend_schema(request=FilterTestSerializer, responses={200: FilterTestResultSerializer})
+    def post(self, request: Request, pk: str) -> Response:
+        incoming = FilterTestSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        matches, explanation = filter_try(
+            scope=scope_of(request), endpoint=self.get_object(), body=request.data
+        )
+        return Response({"matches": matches, "explanation": explanation})
 
 
 class EventList(TenantScoped, generics.ListAPIView):

@@ -35,6 +35,7 @@ from webhooks.services.event_input import (
     event_input_validate,
     json_body_parse,
 )
+from webhooks.services.event_types import events_data_check
 from webhooks.services.idempotency import idempotent_call, request_fingerprint
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")  # printable ASCII
@@ -132,6 +133,12 @@ def _parse_and_ingest(
     try:
         payload = json_body_parse(body=body)
         inputs = validate(payload, body)
+        events_data_check(
+            tenant=tenant,
+            inputs=inputs,
+            mode=settings.HOMING_VALIDATE_EVENTS,
+            batch=validate is _batch,
+        )
         # Before anything is written, the idempotency record included: a 429 leaves no trace.
         intake_admit(tenant=tenant, events=len(inputs))
 

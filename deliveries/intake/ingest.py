@@ -41,6 +41,8 @@ from deliveries.intake.ingest_sql import (
 from deliveries.intake.routing import (
     Routing,
     RoutingChanged,
+    endpoints_filtered,
+    filter_predicate,
     routing_cached,
     routing_changed,
     routing_load,
@@ -154,7 +156,7 @@ def _insert_routed(
     event_ids = [new_id("evt") for _ in inputs]
     per_event = deliveries_build(
         fan_out=[
-            (event_id, [e.pk for e in routing.targets(item.type, exclude=exclude_endpoint_id)])
+            (event_id, [e.pk for e in routing.routed(item, exclude=exclude_endpoint_id)])
             for event_id, item in zip(event_ids, inputs, strict=True)
         ]
     )
@@ -199,12 +201,20 @@ def _ingest_with_the_orm(
     endpoints = list(
         Endpoint.objects.filter(tenant=tenant, is_active=True)
         .exclude(pk=exclude_endpoint_id)
-        .only("id", "event_types")
+        .only("id", "event_types", "filter")
     )
+    filters = {e.pk: match for e in endpoints if (match := filter_predicate(e.filter)) is not None}
     per_event = deliveries_create_for_events(
         fan_out=[
-            (event, [endpoint for endpoint in endpoints if endpoint.matches(event.type)])
-            for event in events
+            (
+                event,
+                endpoints_filtered(
+                    [endpoint for endpoint in endpoints if endpoint.matches(event.type)],
+                    filters,
+                    item,
+                ),
+            )
+            for event, item in zip(events, inputs, strict=True)
         ]
     )
     return [
@@ -224,14 +234,20 @@ def _ingest_with_the_orm(
 
 
 @transaction.atomic
-def endpoint_send_test(*, endpoint: Endpoint) -> tuple[Event, Delivery]:
-    """A `homing.test` event delivered to this endpoint only, whatever its event_types:
-    the way to check a new endpoint's URL and signature verification end to end."""
+def endpoint_send_test(
+    *, endpoint: Endpoint, event_type: str = TEST_EVENT_TYPE, data: dict[str, Any] | None = None
+) -> tuple[Event, Delivery]:
+    """A test event delivered to this endpoint only, whatever its event_types and filter:
+    `homing.test` (data `{"test": true}`) checks a new endpoint's URL and signature
+    verification end to end; a catalog type with its example (the portal's "send an
+    example") shows a receiver what that type looks like."""
     if not endpoint.is_active:
         raise EndpointInactive("The endpoint is deactivated; activate it to send a test event.")
     work_admit(tenant_id=endpoint.tenant_id)  # or 429, before anything is written
     event = Event.objects.create(
-        tenant_id=endpoint.tenant_id, type=TEST_EVENT_TYPE, data={"test": True}
+        tenant_id=endpoint.tenant_id,
+        type=event_type,
+        data={"test": True} if data is None else data,
     )
     [delivery] = deliveries_create_for_event(event=event, endpoints=[endpoint])
     work_admitted(tenant_id=endpoint.tenant_id, deliveries=1)

@@ -21,9 +21,10 @@ the events' `data` as one jsonb array.
 from __future__ import annotations
 
 # A tenant's routing and its version in one snapshot (routing.py): one row even when it
-# has no active endpoint (e.id NULL), the version 0 before any endpoint change.
+# has no active endpoint (e.id NULL), the version 0 before any endpoint change. The filter
+# as text: routing.py keys its compiled predicates by it (jsonb's text is canonical).
 ROUTING = """
-SELECT v.version, e.id, e.event_types
+SELECT v.version, e.id, e.event_types, e.filter::text
 FROM (SELECT COALESCE(
     (SELECT version FROM webhooks_routingversion WHERE tenant_id = %(tenant_id)s), 0
 ) AS version) v

@@ -5,8 +5,8 @@ the web process's CPU per event. The cache may never route to an endpoint delete
 deactivated, however recently and from whichever process, so it is checked by the
 insert itself:
 
-1. Every endpoint change that alters routing (insert, delete, `is_active`, `event_types`)
-   sets the tenant's `RoutingVersion` in its own transaction, by triggers on the endpoint
+1. Every endpoint change that alters routing (insert, delete, `is_active`, `event_types`,
+   `filter`) sets the tenant's `RoutingVersion` in its own transaction, by triggers on the endpoint
    table (migration 0006): the worker's deactivation, the admin and raw SQL included.
    The number comes from a sequence, so a rolled-back change's number is never current.
 2. The routing and its version are read together, in one statement (one snapshot).
@@ -14,30 +14,48 @@ insert itself:
    one it routed with (the `gate` of ingest_sql.INGEST_GATED); otherwise it fails with
    `RoutingChanged` and the caller reads the routing again and retries.
 
-PostgreSQL only: the ORM path of other databases reads the endpoints every time.
+Filters (DESIGN decision 24) are compiled when the routing is read, into predicates kept
+by the filter's text, so an endpoint whose filter did not change is not compiled again
+when another endpoint of its tenant changes; routing an event only calls them, and a
+tenant with no filter does no filter work at all.
+
+PostgreSQL only: the ORM path of other databases reads the endpoints every time (its
+filters come from the same compiled cache).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import IntegrityError, connection
 
-from core.exceptions import HomingError
+from core.exceptions import HomingError, InvalidInput
 from deliveries.intake.ingest_sql import ROUTING
+from webhooks.filters import Predicate, event_document, filter_compile
 from webhooks.models import Endpoint, Event
+from webhooks.services.event_input import EventInput
+
+logger = logging.getLogger(__name__)
 
 CACHE_TENANTS = 10_000  # tenants remembered per process; past it the cache starts over
 CACHE_TYPES = 1_000  # event types remembered per tenant routing
+# Compiled filters remembered per process (a filter is at most 4 KiB of JSON, its closures
+# a few times that); past it the cache starts over.
+CACHE_FILTERS = 20_000
 
 
 @dataclass
 class Routing:
-    """A tenant's active endpoints (id and event_types only) as of `version`."""
+    """A tenant's active endpoints (id and event_types only) as of `version`, and the
+    compiled filters of those that have one."""
 
     version: int
     endpoints: tuple[Endpoint, ...]
+    filters: dict[str, Predicate] = field(default_factory=dict)
     _targets: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict, repr=False)
 
     def targets(self, event_type: str, *, exclude: str | None = None) -> tuple[Endpoint, ...]:
@@ -48,6 +66,68 @@ class Routing:
             if len(self._targets) < CACHE_TYPES:
                 self._targets[event_type] = found
         return found if exclude is None else tuple(e for e in found if e.pk != exclude)
+
+    def routed(self, item: EventInput, *, exclude: str | None = None) -> Iterable[Endpoint]:
+        """The endpoints that take this event: its type, then their filters."""
+        found = self.targets(item.type, exclude=exclude)
+        if not self.filters:  # the usual case: no filter work at all
+            return found
+        return endpoints_filtered(found, self.filters, item)
+
+
+def endpoints_filtered(
+    endpoints: Iterable[Endpoint], filters: dict[str, Predicate], item: EventInput
+) -> list[Endpoint]:
+    """Those of `endpoints` whose filter (if any) matches the event."""
+    if not filters:
+        return list(endpoints)
+    document = event_document(item.type, item.data, item.ordering_key)
+    # Endpoints with equal filters share one compiled predicate (filter_predicate's cache):
+    # each is asked once per event.
+    answers: dict[int, bool] = {}
+    chosen = []
+    for endpoint in endpoints:
+        match = filters.get(endpoint.pk)
+        if match is None:
+            chosen.append(endpoint)
+            continue
+        answer = answers.get(id(match))
+        if answer is None:
+            answer = answers[id(match)] = match(document)
+        if answer:
+            chosen.append(endpoint)
+    return chosen
+
+
+_compiled: dict[str, Predicate] = {}
+
+
+def filter_predicate(spec: Any) -> Predicate | None:
+    """The compiled predicate of a stored filter (its JSON text, or the value), from the
+    process's cache; None for no filter (null or `{}`: every event matches)."""
+    if spec is None:
+        return None
+    text = spec if isinstance(spec, str) else json.dumps(spec, sort_keys=True)
+    found = _compiled.get(text)
+    if found is None:
+        value = json.loads(text) if isinstance(spec, str) else spec
+        if not value:
+            return None
+        if len(_compiled) >= CACHE_FILTERS:
+            _compiled.clear()
+        try:
+            found = filter_compile(value)
+        except InvalidInput:
+            # Saved around the API's check (raw SQL): it takes nothing rather than failing
+            # every ingestion of its tenant or taking what it was meant to keep out.
+            logger.error("endpoint filter does not compile, it matches nothing: %s", text[:200])
+            found = _nothing
+        _compiled[text] = found
+    return found
+
+
+def _nothing(document: Any) -> bool:
+    return False
 
 
 class RoutingChanged(HomingError):
@@ -73,9 +153,14 @@ def routing_load(*, tenant_id: str) -> Routing:
         version=rows[0][0],
         endpoints=tuple(
             Endpoint(id=pk, event_types=json.loads(types) if isinstance(types, str) else types)
-            for _, pk, types in rows
+            for _, pk, types, _ in rows
             if pk is not None
         ),
+        filters={
+            pk: match
+            for _, pk, _, text in rows
+            if pk is not None and (match := filter_predicate(text)) is not None
+        },
     )
     if len(_cache) >= CACHE_TENANTS:
         _cache.clear()
@@ -106,3 +191,4 @@ def routing_changed(error: IntegrityError) -> bool:
 def routing_forget() -> None:
     """Drop every cached routing (tests that rebuild the database under a process)."""
     _cache.clear()
+    _compiled.clear()

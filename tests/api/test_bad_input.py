@@ -14,7 +14,7 @@ from drf_spectacular.generators import EndpointEnumerator
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
 from tests.factories import dead_letter_via_api, endpoint_id_via_api
-from webhooks.models import ConsumerKey, Endpoint, Event
+from webhooks.models import ConsumerKey, Endpoint, Event, EventType
 
 LIST_ROUTES = ["/api/v1/events", "/api/v1/endpoints", "/api/v1/deliveries", "/api/v1/dead-letters"]
 
@@ -176,6 +176,7 @@ def one_of_each(alice):
     """Alice has an object of every kind, so that routes with a real id reach their filters."""
     dead_letter_via_api(alice, endpoint_id_via_api(alice))
     alice.client.post("/api/v1/consumer-keys", {"owner": "acme"}, format="json")
+    alice.client.post("/api/v1/event-types", {"name": "order.paid"}, format="json")
     return alice
 
 
@@ -186,14 +187,18 @@ COLLECTIONS = {
     "deliveries": Delivery,
     "dead-letters": DeadLetter,
     "consumer-keys": ConsumerKey,
+    "event-types": EventType,
 }
+# Collections whose `{name}` is not the primary key.
+LOOKUPS = {"event-types": "name"}
 
 
 def _real_id(path: str, view_class: type, tenant) -> str:
     collection = path.removeprefix("/api/v1/").split("/")[0]
     model = COLLECTIONS.get(collection) or getattr(view_class, "model", None)
     assert model is not None, f"which objects does {path} name? add it to COLLECTIONS"
-    found = model._default_manager.filter(tenant=tenant).values_list("pk", flat=True).first()
+    lookup = LOOKUPS.get(collection, "pk")
+    found = model._default_manager.filter(tenant=tenant).values_list(lookup, flat=True).first()
     assert found is not None, f"{tenant} has no {collection} to walk {path} with"
     return found
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from deliveries.models import Delivery
 from dlq.models import DeadLetter
-from tests.browser import SHOTS
+from tests.browser import new_page, shoot
 from tests.factories import portal_link_via_http
 from tests.processes import wait_until
 from tests.receivers import Answer
@@ -27,16 +27,6 @@ from webhooks.models import Endpoint
 pytestmark = pytest.mark.e2e
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-def new_page(browser):
-    page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
-    page.on("dialog", lambda dialog: dialog.accept())  # our confirmations: say yes
-    return page
-
-
-def shoot(page, name: str) -> None:
-    page.screenshot(path=SHOTS / f"portal-{name}.png", full_page=True)
 
 
 def test_a_customer_manages_endpoints_and_replays_failures_in_the_portal(

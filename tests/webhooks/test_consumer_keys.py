@@ -145,6 +145,12 @@ POLICY = {
     ("endpoints/<pk>/test", "POST"): "allowed",
     ("endpoints/<pk>/messages", "GET"): "allowed",
     ("endpoints/<pk>/recover", "POST"): "allowed",
+    ("endpoints/<pk>/filter-test", "POST"): "allowed",
+    ("event-types", "GET"): "allowed",  # consumers read the catalog
+    ("event-types/<str:name>", "GET"): "allowed",
+    ("event-types", "POST"): "forbidden",  # only the tenant's key changes it
+    ("event-types/<str:name>", "PATCH"): "forbidden",
+    ("event-types/<str:name>", "DELETE"): "forbidden",
     ("deliveries", "GET"): "allowed",
     ("deliveries/<pk>", "GET"): "allowed",
     ("deliveries/<pk>/retry", "POST"): "allowed",
@@ -210,6 +216,7 @@ def world(alice):
     key = alice.client.post("/api/v1/consumer-keys", {"owner": "dave"}, format="json").json()
     ids["dave_key"] = key["id"]
     ids["carol"]["key"] = consumer_key_via_api(alice, "carol")
+    alice.client.post("/api/v1/event-types", {"name": "order.paid"}, format="json")
     return ids
 
 
@@ -221,6 +228,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("endpoints", "POST"): {"url": URL},
     ("endpoints/<pk>", "PATCH"): {"description": "changed"},
     ("endpoints/<pk>/recover", "POST"): {"since": "2020-01-01T00:00:00Z"},
+    ("endpoints/<pk>/filter-test", "POST"): {"event": {"type": "order.paid", "data": {}}},
     ("dead-letters/replay", "POST"): {"endpoint": "{endpoint}"},
     ("dead-letters/discard", "POST"): {"ids": ["{letter}"]},
     ("events", "POST"): {"type": "order.paid", "data": {}},
@@ -241,7 +249,7 @@ def _path(route: str, ids: dict[str, str], dave_key: str) -> str:
         pk = ids["event"]
     else:
         pk = dave_key
-    return "/api/v1/" + route.replace("<pk>", pk)
+    return "/api/v1/" + route.replace("<pk>", pk).replace("<str:name>", "order.paid")
 
 
 def _body(route: str, method: str, ids: dict[str, str]) -> dict:

@@ -25,6 +25,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
         "url",
         "description",
         "event_types",
+        "filter",
         "rate_limit",
         "headers",
         "is_active",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from webhooks.scope import Scope
@@ -19,4 +19,8 @@ class IsTenant(BasePermission):
         scope = request.auth
         if not isinstance(scope, Scope):
             return False
-        return not scope.is_consumer or getattr(view, "consumer_allowed", False)
+        if not scope.is_consumer:
+            return True
+        if getattr(view, "consumer_reads_only", False):  # the catalog: consumers read it
+            return request.method in SAFE_METHODS
+        return getattr(view, "consumer_allowed", False)

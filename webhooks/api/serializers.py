@@ -12,7 +12,9 @@ from api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from webhooks.models import ConsumerKey, Endpoint
+from webhooks.filters import MAX_BYTES as MAX_FILTER_BYTES
+from webhooks.filters import MAX_LEVELS as MAX_FILTER_LEVELS
+from webhooks.models import ConsumerKey, Endpoint, EventType
 from webhooks.secrets import SIGNING_SCHEMES
 from webhooks.services import endpoint_auth as auth_rules
 from webhooks.services import endpoint_rules as rules
@@ -108,6 +110,20 @@ class AuthField(serializers.Field):
         return auth_rules.auth_shown(value)
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "Which events this endpoint takes besides `event_types`: the JSON "
+        "match syntax (README, 'Filters') over {type, data, ordering_key}; "
+        f"at most {MAX_FILTER_BYTES} bytes and {MAX_FILTER_LEVELS} levels.",
+        "additionalProperties": True,
+    }
+)
+class FilterField(serializers.JSONField):
+    """Any JSON here; webhooks.filters checks it (a 400 naming its path)."""
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
     (shared with the admin), so this only checks JSON types. It never carries the secret."""
@@ -128,6 +144,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     owner = OwnerField(allow_null=True, required=False)
     signing = serializers.ChoiceField(choices=list(SIGNING_SCHEMES), required=False)
     auth = AuthField(required=False, allow_null=True)
+    filter = FilterField(allow_null=True, required=False)
 
     class Meta:
         model = Endpoint
@@ -136,6 +153,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "url",
             "description",
             "event_types",
+            "filter",
             "rate_limit",
             "headers",
             "is_active",
@@ -202,3 +220,38 @@ class ConsumerKeyWithKeySerializer(ConsumerKeySerializer):
 
     class Meta(ConsumerKeySerializer.Meta):
         fields = [*ConsumerKeySerializer.Meta.fields, "key"]
+
+
+@extend_schema_field(
+    {
+        "type": ["object", "boolean"],
+        "nullable": True,
+        "description": "A JSON Schema 2020-12 of the type's `data` (local `$ref`s only).",
+    }
+)
+class SchemaField(serializers.JSONField):
+    """Checked by webhooks.services.event_schemas (a 400 naming where in it)."""
+
+
+@extend_schema_field(
+    {"type": "array", "maxItems": 10, "items": {"type": "object", "additionalProperties": True}}
+)
+class ExamplesField(serializers.JSONField):
+    """`data` objects of the type; each must satisfy the schema."""
+
+
+class EventTypeSerializer(serializers.ModelSerializer):
+    """A catalog entry; the rules live in webhooks.services.event_types."""
+
+    name = StrictCharField(
+        max_length=255, trim_whitespace=False, help_text="An event type, e.g. `invoice.paid`."
+    )
+    description = StrictCharField(required=False, allow_blank=True, max_length=5000)
+    schema = SchemaField(required=False, allow_null=True)
+    examples = ExamplesField(required=False)
+    deprecated = StrictBooleanField(required=False)
+
+    class Meta:
+        model = EventType
+        fields = ["name", "description", "schema", "examples", "deprecated", "created_at"]
+        read_only_fields = ["created_at"]

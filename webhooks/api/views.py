@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import QueryFilter, QueryFilters
-from api.schema import NO_BODY
+from api.schema import NO_BODY, errors
 from webhooks.api.scoping import TenantScoped, scope_of
 from webhooks.api.serializers import (
     ConsumerKeyCreateSerializer,
@@ -19,9 +19,10 @@ from webhooks.api.serializers import (
     ConsumerKeyWithKeySerializer,
     EndpointSerializer,
     EndpointWithSecretSerializer,
+    EventTypeSerializer,
     SecretSerializer,
 )
-from webhooks.models import ConsumerKey, Endpoint
+from webhooks.models import ConsumerKey, Endpoint, EventType
 from webhooks.services.consumer_keys import consumer_key_create, consumer_key_revoke
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 from webhooks.services.endpoints import (
@@ -31,6 +32,11 @@ from webhooks.services.endpoints import (
     endpoint_rotate_secret,
     endpoint_secret,
     endpoint_update,
+)
+from webhooks.services.event_types import (
+    event_type_create,
+    event_type_delete,
+    event_type_update,
 )
 
 
@@ -108,6 +114,39 @@ def _secret_body(endpoint: Endpoint) -> dict[str, str]:
     if (public_key := endpoint_public_key(endpoint=endpoint)) is not None:
         body["public_key"] = public_key
     return body
+
+
+class EventTypeScoped(generics.GenericAPIView):
+    """The tenant's catalog, whoever of the tenant asks: a consumer key reads it too
+    (scope.narrow would hide it, as it hides what belongs to no endpoint), and only the
+    tenant's key changes it (403 for a consumer)."""
+
+    serializer_class = EventTypeSerializer
+    consumer_reads_only = True
+    lookup_field = "name"
+
+    def get_queryset(self) -> QuerySet[EventType]:
+        return EventType.objects.filter(tenant_id=scope_of(self.request).tenant_id)
+
+
+class EventTypeList(EventTypeScoped, generics.ListAPIView):
+    @extend_schema(responses={201: EventTypeSerializer, **errors(403)})
+    def post(self, request: Request) -> Response:
+        incoming = EventTypeSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        entry = event_type_create(tenant=scope_of(request).tenant, **incoming.validated_data)
+        return Response(EventTypeSerializer(entry).data, status=status.HTTP_201_CREATED)
+
+
+class EventTypeDetail(EventTypeScoped, generics.RetrieveUpdateDestroyAPIView):
+    http_method_names = ["get", "patch", "delete", "options"]
+
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        entry = cast(EventType, serializer.instance)
+        serializer.instance = event_type_update(event_type=entry, **serializer.validated_data)
+
+    def perform_destroy(self, instance: EventType) -> None:
+        event_type_delete(event_type=instance)
 
 
 class ConsumerKeyList(TenantScoped, generics.ListAPIView):

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from core.exceptions import InvalidInput
 from core.network import a_label, resolve_blocked_reason
+from webhooks.filters import filter_check
 from webhooks.scope import Scope
 from webhooks.secrets import SIGNING_SCHEMES
 
@@ -205,8 +206,14 @@ def endpoint_signing_check(*, signing: Any) -> str:
     return str(signing)
 
 
+def endpoint_filter_check(*, filter: Any) -> dict[str, Any] | None:
+    """null, or a filter (webhooks/filters.py) that compiles: a 400 names its path."""
+    return filter_check(filter)
+
+
 CHECKS = {
     "signing": lambda value: endpoint_signing_check(signing=value),
+    "filter": lambda value: endpoint_filter_check(filter=value),
     "owner": lambda value: endpoint_owner_check(owner=value),
     "url": lambda value: endpoint_url_check(url=value),
     "headers": lambda value: endpoint_headers_check(headers=value),

@@ -33,6 +33,7 @@ ENDPOINT_FIELDS = (
     "owner",
     "signing",
     "auth",
+    "filter",
 )
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).

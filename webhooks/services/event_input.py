@@ -92,6 +92,15 @@ def event_input_validate(item: Any, *, field_prefix: str = "") -> EventInput:
     return EventInput(type=event_type, data=data, ordering_key=ordering_key)
 
 
+def json_storable_check(*, value: Any, field: str) -> None:
+    """`value` (any parsed JSON) as PostgreSQL's jsonb can store it: no NUL character and
+    no lone surrogate in a string or key, at most MAX_DEPTH levels; else a 400 on `field`."""
+    try:
+        _check_storable(value)
+    except InvalidInput as exc:
+        raise InvalidInput(field, exc.detail) from None
+
+
 class _Unstorable(ValueError):
     pass
 

@@ -1,0 +1,151 @@
+"""`filter` on an endpoint through the API, and POST /endpoints/{id}/filter-test: what a
+tenant (alice), her customer carol (a consumer key) and another tenant (bob) get."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from deliveries.models import Delivery
+from tests.factories import consumer_key_via_api
+
+URL = "http://127.0.0.1:9/hooks"
+BIG = {"data": {"amount": {"$gte": 100}}}
+
+
+def _create(actor, **fields):
+    response = actor.client.post("/api/v1/endpoints", {"url": URL, **fields}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _consumer(actor, owner):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {consumer_key_via_api(actor, owner)}")
+    return client
+
+
+def _post_event(actor, data, event_type="order.paid"):
+    response = actor.client.post(
+        "/api/v1/events", {"type": event_type, "data": data}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    return response.json()
+
+
+def test_a_filter_is_saved_shown_and_routes_events(alice):
+    big = _create(alice, filter=BIG)
+    assert big["filter"] == BIG
+    assert alice.client.get(f"/api/v1/endpoints/{big['id']}").json()["filter"] == BIG
+    small = _post_event(alice, {"amount": 5})
+    large = _post_event(alice, {"amount": 500})
+    assert small["deliveries"] == []
+    assert [(d["endpoint_id"], d["sequence"]) for d in large["deliveries"]] == [(big["id"], 1)]
+
+
+def test_an_endpoint_without_a_filter_shows_null(alice):
+    assert _create(alice)["filter"] is None
+
+
+@pytest.mark.parametrize(
+    ("bad", "path", "says"),
+    [
+        ({"data": {"amount": {"$gte": True}}}, "filter.data.amount.$gte", "expected a number"),
+        ({"data": {"a": {"$regex": "x"}}}, "filter.data.a.$regex", "unknown operator"),
+        ({"customer": "x"}, "filter.customer", "unknown field"),
+        ({"$or": []}, "filter.$or", "non-empty list"),
+        (["type"], "filter", "expected an object"),
+        ({"data": {"n": {"$in": ["x" * 100] * 50}}}, "filter", "4096 bytes"),
+    ],
+)
+def test_an_invalid_filter_is_a_400_naming_its_path(alice, bad, path, says):
+    response = alice.client.post("/api/v1/endpoints", {"url": URL, "filter": bad}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert path in body["errors"] and says in body["errors"][path][0]
+    assert f"{path}:" in body["message"]
+
+
+def test_a_filter_is_changed_and_removed_by_patch(alice):
+    endpoint = _create(alice, filter=BIG)
+    url = f"/api/v1/endpoints/{endpoint['id']}"
+    changed = alice.client.patch(url, {"filter": {"type": "order.sent"}}, format="json")
+    assert changed.status_code == 200 and changed.json()["filter"] == {"type": "order.sent"}
+    refused = alice.client.patch(url, {"filter": {"type": {"$gt": None}}}, format="json")
+    assert refused.status_code == 400 and "filter.type.$gt" in refused.json()["errors"]
+    assert _post_event(alice, {"amount": 500}, "order.sent")["deliveries"]
+    assert alice.client.patch(url, {"filter": None}, format="json").json()["filter"] is None
+    assert _post_event(alice, {}, "anything.else")["deliveries"]
+
+
+def test_filter_test_explains_with_the_endpoints_own_filter(alice):
+    endpoint = _create(alice, filter=BIG)
+    url = f"/api/v1/endpoints/{endpoint['id']}/filter-test"
+    response = alice.client.post(
+        url, {"event": {"type": "order.paid", "data": {"amount": 20}}}, format="json"
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "matches": False,
+        "explanation": "filter.data.amount.$gte: 20 is not ≥ 100",
+    }
+
+
+def test_filter_test_tries_a_new_filter_against_an_earlier_event(alice):
+    endpoint = _create(alice)
+    event = _post_event(alice, {"amount": 20, "tags": ["eu"]})
+    url = f"/api/v1/endpoints/{endpoint['id']}/filter-test"
+    tried = {"filter": {"data": {"tags": "eu"}}, "event_id": event["id"]}
+    answer = alice.client.post(url, tried, format="json").json()
+    assert answer == {"matches": True, "explanation": "Every clause matched."}
+    # Nothing was written or sent by trying.
+    assert Delivery.objects.filter(endpoint_id=endpoint["id"]).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "event"),
+        ({"event": {"type": "a", "data": {}}, "event_id": "evt_x"}, "event"),
+        ({"event_id": "evt_nope"}, "event_id"),
+        ({"event": {"type": "a b", "data": {}}}, "event.type"),
+        ({"event": {"type": "a", "data": []}}, "event.data"),
+        ({"event": {"type": "a", "data": {}}, "filter": {"$bad": 1}}, "filter.$bad"),
+    ],
+)
+def test_filter_test_refuses_bad_input_naming_the_field(alice, body, field):
+    endpoint = _create(alice)
+    response = alice.client.post(
+        f"/api/v1/endpoints/{endpoint['id']}/filter-test", body, format="json"
+    )
+    assert response.status_code == 400 and field in response.json()["errors"], response.content
+
+
+def test_bob_cannot_try_filters_on_alices_endpoint_or_events(alice, bob):
+    endpoint = _create(alice)
+    event = _post_event(alice, {"amount": 1})
+    url = f"/api/v1/endpoints/{endpoint['id']}/filter-test"
+    assert bob.client.post(url, {"event_id": event["id"]}, format="json").status_code == 404
+    own = _create(bob)
+    response = bob.client.post(
+        f"/api/v1/endpoints/{own['id']}/filter-test", {"event_id": event["id"]}, format="json"
+    )
+    assert response.status_code == 400 and "event_id" in response.json()["errors"]
+
+
+def test_carol_tries_filters_only_on_events_her_endpoints_were_sent(alice):
+    carol = _consumer(alice, "carol")
+    hers = _create(alice, owner="carol", event_types=["order.*"])
+    _create(alice, owner="dave", event_types=["invoice.*"])
+    sent_to_her = _post_event(alice, {"amount": 1}, "order.paid")
+    daves = _post_event(alice, {"secret": "dave's"}, "invoice.paid")
+    url = f"/api/v1/endpoints/{hers['id']}/filter-test"
+    assert carol.post(url, {"event_id": sent_to_her["id"]}, format="json").status_code == 200
+    refused = carol.post(url, {"event_id": daves["id"]}, format="json")
+    assert refused.status_code == 400 and "event_id" in refused.json()["errors"]
+
+
+def test_carol_sets_a_filter_on_her_endpoint(alice):
+    carol = _consumer(alice, "carol")
+    made = carol.post("/api/v1/endpoints", {"url": URL, "filter": BIG}, format="json")
+    assert made.status_code == 201 and made.json()["filter"] == BIG
