@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from deliveries.intake import routing
 from deliveries.intake.ingest import event_ingest, events_ingest
 from deliveries.models import Delivery
+from tests.factories import endpoint_row
 from webhooks.models import Endpoint, RoutingVersion
 from webhooks.services.event_input import EventInput
 
@@ -25,10 +26,6 @@ def _cold_cache():
     routing.routing_forget()
 
 
-def _endpoint(tenant, **fields):
-    return Endpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/h", **fields)
-
-
 def _sequences(endpoint):
     return list(
         Delivery.objects.filter(endpoint=endpoint)
@@ -39,7 +36,7 @@ def _sequences(endpoint):
 
 @pytest.mark.parametrize("ordering_key", [None, "cus_1"], ids=["one-statement", "orm"])
 def test_an_unmatched_endpoint_gets_no_delivery_and_no_sequence(alice, ordering_key):
-    big, every = _endpoint(alice.tenant, filter=BIG), _endpoint(alice.tenant)
+    big, every = endpoint_row(alice.tenant, filter=BIG), endpoint_row(alice.tenant)
     amounts = [50, 150, 99, 100, 3000, 1]
     events_ingest(
         tenant=alice.tenant,
@@ -53,14 +50,14 @@ def test_an_unmatched_endpoint_gets_no_delivery_and_no_sequence(alice, ordering_
 
 
 def test_event_types_and_filter_must_both_match(alice):
-    shop = _endpoint(alice.tenant, event_types=["order.*"], filter=BIG)
+    shop = endpoint_row(alice.tenant, event_types=["order.*"], filter=BIG)
     for event_type, amount in [("order.paid", 500), ("invoice.paid", 500), ("order.paid", 5)]:
         event_ingest(tenant=alice.tenant, event_type=event_type, data={"amount": amount})
     assert _sequences(shop) == [(1, 500)]
 
 
 def test_a_filter_sees_the_type_and_the_ordering_key(alice):
-    keyed = _endpoint(
+    keyed = endpoint_row(
         alice.tenant, filter={"type": {"$endsWith": ".paid"}, "ordering_key": {"$neq": None}}
     )
     event_ingest(tenant=alice.tenant, event_type="order.paid", data={"amount": 1})
@@ -70,7 +67,7 @@ def test_a_filter_sees_the_type_and_the_ordering_key(alice):
 
 
 def test_a_changed_filter_is_seen_by_the_next_event(alice):
-    shop = _endpoint(alice.tenant, filter=BIG)
+    shop = endpoint_row(alice.tenant, filter=BIG)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 5})  # cache warm
     before = RoutingVersion.objects.get(tenant=alice.tenant).version
     Endpoint.objects.filter(pk=shop.pk).update(filter={"data": {"amount": {"$lt": 100}}})
@@ -82,7 +79,7 @@ def test_a_changed_filter_is_seen_by_the_next_event(alice):
 
 
 def test_a_warm_cache_with_filters_still_ingests_in_one_statement(alice):
-    _endpoint(alice.tenant, filter=BIG)
+    endpoint_row(alice.tenant, filter=BIG)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 500})
     with CaptureQueriesContext(connection) as queries:
         event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 500})
@@ -91,7 +88,7 @@ def test_a_warm_cache_with_filters_still_ingests_in_one_statement(alice):
 
 
 def test_a_filter_is_compiled_once_and_shared_by_equal_filters(alice, bob):
-    first, second = _endpoint(alice.tenant, filter=BIG), _endpoint(bob.tenant, filter=BIG)
+    first, second = endpoint_row(alice.tenant, filter=BIG), endpoint_row(bob.tenant, filter=BIG)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 500})
     event_ingest(tenant=bob.tenant, event_type="a.b", data={"amount": 500})
     alices = routing.routing_cached(tenant_id=alice.tenant.pk)
@@ -102,7 +99,7 @@ def test_a_filter_is_compiled_once_and_shared_by_equal_filters(alice, bob):
 
 def test_a_stored_filter_that_does_not_compile_takes_nothing(alice):
     # Written around the API's check: routing must neither fail nor let everything through.
-    shop, every = _endpoint(alice.tenant), _endpoint(alice.tenant)
+    shop, every = endpoint_row(alice.tenant), endpoint_row(alice.tenant)
     Endpoint.objects.filter(pk=shop.pk).update(filter={"data": {"a": {"$bogus": 1}}})
     event = event_ingest(tenant=alice.tenant, event_type="a.b", data={"a": 1})
     assert [d.endpoint_id for d in event.deliveries] == [every.pk]
