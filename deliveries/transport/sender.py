@@ -46,6 +46,7 @@ import uvloop
 from core import network
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport import dns, http1
+from deliveries.transport.client_tls import ClientCertificate
 from deliveries.transport.http1 import HEAD_LIMIT, KEEPALIVE_SECONDS, RESPONSE_BODY_LIMIT
 from deliveries.transport.proxy import EgressProxy, ProxyRefused, open_tunnel
 from deliveries.transport.tokens import ClientCredentials, TokenFailed, Tokens
@@ -75,9 +76,10 @@ class Target:
     host_header: str
     is_ip_literal: bool
 
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.scheme, self.host, self.port)
+    def pool_key(self, certificate: ClientCertificate | None) -> http1.PoolKey:
+        """Connections are shared by target and by the client certificate they presented."""
+        fingerprint = certificate.fingerprint if certificate is not None else ""
+        return (self.scheme, self.host, self.port, fingerprint)
 
 
 class Sender:
@@ -135,10 +137,17 @@ class Sender:
         timeout: float,
         tenant: str | None = None,
         auth: ClientCredentials | None = None,
+        client_certificate: ClientCertificate | None = None,
     ) -> SendResult:
         future = asyncio.run_coroutine_threadsafe(
             self.post(
-                url=url, body=body, headers=headers, timeout=timeout, tenant=tenant, auth=auth
+                url=url,
+                body=body,
+                headers=headers,
+                timeout=timeout,
+                tenant=tenant,
+                auth=auth,
+                client_certificate=client_certificate,
             ),
             self.loop,
         )
@@ -153,20 +162,23 @@ class Sender:
         timeout: float,
         tenant: str | None = None,
         auth: ClientCredentials | None = None,
+        client_certificate: ClientCertificate | None = None,
     ) -> SendResult:
         """The attempt's result; never raises (but lets cancellation through). `tenant`
         bounds the DNS threads its attempts hold (dns.py); `auth` adds an OAuth2 bearer
-        token (tokens.py), fetched anew once if the receiver answers 401."""
+        token (tokens.py), fetched anew once if the receiver answers 401;
+        `client_certificate` is presented in an https URL's handshake (client_tls.py)."""
         started = time.monotonic()
         deadline = self.loop.time() + timeout
+        certificate = client_certificate
         try:
             if auth is None:
                 status, content, retry_after = await self._exchange(
-                    url, body, headers, deadline, tenant
+                    url, body, headers, deadline, tenant, certificate
                 )
             else:
                 status, content, retry_after = await self._exchange_with_token(
-                    url, body, headers, deadline, tenant, auth
+                    url, body, headers, deadline, tenant, auth, certificate
                 )
         except Exception as exc:  # the contract: post() never raises for an answer
             kind, error = describe_error(exc)
@@ -182,6 +194,7 @@ class Sender:
         deadline: float,
         tenant: str | None,
         auth: ClientCredentials,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
         for last_try in (False, True):
             try:
@@ -192,7 +205,7 @@ class Sender:
                     f"OAuth2 token request to {auth.token_url} failed: timeout"
                 ) from None
             with_token = {**headers, "Authorization": f"Bearer {token}"}
-            answer = await self._exchange(url, body, with_token, deadline, tenant)
+            answer = await self._exchange(url, body, with_token, deadline, tenant, certificate)
             if answer[0] != 401 or last_try:
                 return answer
             self.tokens.refused(auth, token)  # the receiver refused it: fetch a new one
@@ -216,7 +229,7 @@ class Sender:
             ],
             body=auth.form(),
         )
-        status, content, _ = await self._send_request(target, request, deadline, None)
+        status, content, _ = await self._send_request(target, request, deadline, None, None)
         return status, content
 
     async def _exchange(
@@ -225,7 +238,8 @@ class Sender:
         body: bytes,
         headers: Mapping[str, str],
         deadline: float,
-        tenant: str | None = None,
+        tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
         target = _checked_target(url, public_only=self.public_only)
         request = http1.request_bytes(
@@ -234,36 +248,46 @@ class Sender:
             headers=self._headers(headers),
             body=body,
         )
-        return await self._send_request(target, request, deadline, tenant)
+        return await self._send_request(target, request, deadline, tenant, certificate)
 
     async def _send_request(
-        self, target: Target, request: bytes, deadline: float, tenant: str | None
+        self,
+        target: Target,
+        request: bytes,
+        deadline: float,
+        tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
-        idle = self._pool.take(target.key)
+        key = target.pool_key(certificate)
+        idle = self._pool.take(key)
         if idle is not None:
             try:
-                return await self._round_trip(idle, target, request, deadline, tenant)
+                return await self._round_trip(
+                    idle, key, target, request, deadline, tenant, certificate
+                )
             except http1.NotSent:
                 # Closed before the request went out (a receiver's keep-alive timeout):
                 # nobody read it, so it is said on a new connection. A request written and
                 # then closed unanswered is not: the receiver may have acted on it.
                 pass
-        return await self._round_trip(None, target, request, deadline, tenant)
+        return await self._round_trip(None, key, target, request, deadline, tenant, certificate)
 
     async def _round_trip(
         self,
         connection: http1.Connection | None,
+        key: http1.PoolKey,
         target: Target,
         request: bytes,
         deadline: float,
         tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
         """One request on `connection` (a new one if None): the answer's status, body and
         Retry-After; the connection goes back to the pool if it can carry another."""
         try:
             async with asyncio.timeout_at(deadline):
                 if connection is None:
-                    connection = await self._connect(target, tenant)
+                    connection = await self._connect(target, tenant, certificate)
                 self._open.add(connection)
                 answer = await connection.send(request)
             try:
@@ -278,21 +302,23 @@ class Sender:
         finally:
             if connection is not None:
                 self._open.discard(connection)
-        self._pool.put(target.key, connection)  # or closed, if it cannot carry another
+        self._pool.put(key, connection)  # or closed, if it cannot carry another
         return answer.status, bytes(answer.body), answer.retry_after
 
-    async def _connect(self, target: Target, tenant: str | None) -> http1.Connection:
+    async def _connect(
+        self, target: Target, tenant: str | None, certificate: ClientCertificate | None
+    ) -> http1.Connection:
         """A new connection to one of the target's addresses, tried in resolver order, or
         a tunnel to the target through the egress proxy."""
+        tls = self._tls_context(certificate) if target.scheme == "https" else None
         if self.proxy is not None:
-            return await self._connect_through_proxy(self.proxy, target)
+            return await self._connect_through_proxy(self.proxy, target, tls)
         if target.is_ip_literal:
             addresses = [target.host]
         else:
             addresses = await self._lookups.addresses(target.host, target.port, tenant=tenant)
             if self.public_only and (reason := network.blocked_reason(target.host, addresses)):
                 raise AddressBlocked(reason)
-        tls = self._tls_context() if target.scheme == "https" else None
         failure: OSError | None = None
         for address in addresses:
             try:
@@ -311,12 +337,13 @@ class Sender:
             return connection
         raise failure or OSError(f"cannot resolve {target.host}: no address")
 
-    async def _connect_through_proxy(self, proxy: EgressProxy, target: Target) -> http1.Connection:
+    async def _connect_through_proxy(
+        self, proxy: EgressProxy, target: Target, tls: ssl.SSLContext | None
+    ) -> http1.Connection:
         # The proxy's own name is the operator's, resolved without the SSRF guard (it is
         # usually a private address); untenanted, as it is one name for every tenant.
         addresses = await self._lookups.addresses(proxy.host, proxy.port)
         sock = await open_tunnel(self.loop, proxy, addresses, target.host, target.port)
-        tls = self._tls_context() if target.scheme == "https" else None
         try:
             _, connection = await self.loop.create_connection(
                 lambda: http1.Connection(self.loop),
@@ -329,7 +356,9 @@ class Sender:
             raise
         return connection
 
-    def _tls_context(self) -> ssl.SSLContext:
+    def _tls_context(self, certificate: ClientCertificate | None) -> ssl.SSLContext:
+        if certificate is not None:
+            return certificate.context  # verifies the receiver the same way, and presents it
         if self._tls is None:
             self._tls = ssl.create_default_context()
         return self._tls
