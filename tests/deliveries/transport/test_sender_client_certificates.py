@@ -11,7 +11,8 @@ import pytest
 
 from deliveries.results import ErrorKind
 from deliveries.transport.client_tls import client_certificate
-from deliveries.transport.sender import Sender, _checked_target
+from deliveries.transport.sender import Sender
+from deliveries.transport.targets import checked_target
 from tests.certificates import Authority, mtls_server_context
 from tests.scripted_receivers import Receiver, answer_client_name
 
@@ -65,7 +66,7 @@ def test_each_request_presents_its_endpoints_certificate_on_a_connection_of_its_
 
 
 def test_the_pool_key_tells_certificates_apart(authority):
-    target = _checked_target("https://receiver.example/hook", public_only=False)
+    target = checked_target("https://receiver.example/hook", public_only=False)
     alice = client_certificate(authority.client_pem("alice"))
     alice_again = client_certificate(authority.client_pem("alice"))  # another key pair
     keys = {
