@@ -24,6 +24,9 @@ from dlq.selectors import (
 )
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.scope import Scope
+from webhooks.services.endpoint_auth import auth_shown
+from webhooks.services.endpoint_certificates import certificate_info
+from webhooks.services.endpoints import endpoint_public_key
 
 PAGE_SIZE = 50
 CHART_HOURS = 6
@@ -186,6 +189,27 @@ class EndpointDetail:
     waiting_dead_letters: int
     health: dict[str, Any] | None  # None: no health fields in this version
     last_sequence: int  # the sequence of its latest delivery (0: none yet)
+    transport: EndpointTransport
+
+
+@dataclass(frozen=True)
+class EndpointTransport:
+    """How webhooks reach the endpoint, as the pages show it: nothing write-only (no client
+    secret, no certificate PEM), as the API shows it."""
+
+    signing: str
+    public_key: str | None  # an ed25519 endpoint's whpk_ key, for its receiver
+    auth: dict[str, Any] | None  # auth_shown: no client secret
+    certificate: dict[str, str] | None  # subject, issuer, expires_at
+
+
+def endpoint_transport(*, endpoint: Endpoint) -> EndpointTransport:
+    return EndpointTransport(
+        signing=endpoint.signing,
+        public_key=endpoint_public_key(endpoint=endpoint),
+        auth=auth_shown(endpoint.auth),
+        certificate=certificate_info(stored=endpoint.tls_client_certificate),
+    )
 
 
 HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")
@@ -232,6 +256,7 @@ def endpoint_detail(
         .values_list("last", flat=True)
         .first()
         or 0,
+        transport=endpoint_transport(endpoint=endpoint),
     )
 
 

@@ -24,5 +24,6 @@ urlpatterns = [
     path("deliveries/<str:pk>/retry", views.delivery_retry, name="delivery-retry"),
     path("endpoints/<str:pk>/", views.endpoint, name="endpoint"),
     path("endpoints/<str:pk>/action", views.endpoint_action, name="endpoint-action"),
+    path("endpoints/<str:pk>/transport", views.endpoint_transport, name="endpoint-transport"),
     path("tenants/", views.tenants, name="tenants"),
 ]

@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
 from console.access import (
@@ -20,6 +20,7 @@ from console.access import (
 )
 from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
+from console.transport_forms import AUTH_FIELDS, TransportForm, transport_initial, transport_save
 from core.exceptions import HomingError
 from deliveries.intake import retries
 from deliveries.intake.ingest import endpoint_send_test
@@ -269,6 +270,28 @@ def endpoint_action(request: HttpRequest, pk: str) -> HttpResponse:
     else:
         messages.error(request, "Unknown action; nothing was changed.")
     return redirect("console:endpoint", pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+@staff_required
+@permission_required(CHANGE_ENDPOINT)
+def endpoint_transport(request: HttpRequest, pk: str) -> HttpResponse:
+    """Signing, OAuth2 auth and the client certificate (write-only values never shown)."""
+    found = Endpoint.objects.filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such endpoint.")
+    if request.method == "POST" and "remove_certificate" in request.POST:
+        endpoint_services.endpoint_update(endpoint=found, tls_client_certificate=None)
+        messages.success(request, "Client certificate removed.")
+        return redirect("console:endpoint", pk=pk)
+    form = TransportForm(
+        request.POST or None, request.FILES or None, initial=transport_initial(found)
+    )
+    if request.method == "POST" and form.is_valid() and transport_save(form=form, endpoint=found):
+        messages.success(request, "Signing, auth and certificate saved.")
+        return redirect("console:endpoint", pk=pk)
+    context = {"form": form, "endpoint": found, "auth_fields": AUTH_FIELDS}
+    return render(request, "console/endpoint_transport.html", context)
 
 
 @require_GET

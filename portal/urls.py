@@ -15,6 +15,7 @@ urlpatterns = [
     path("endpoints/<str:pk>/", views.endpoint, name="endpoint"),
     path("endpoints/<str:pk>/edit", views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<str:pk>/action", views.endpoint_action, name="endpoint-action"),
+    path("endpoints/<str:pk>/transport", views.endpoint_transport, name="endpoint-transport"),
     path("endpoints/<str:pk>/dead-letters/", views.dead_letters, name="dead-letters"),
     path("endpoints/<str:pk>/recover", views.endpoint_recover_view, name="endpoint-recover"),
     path("dead-letters/<str:pk>/replay", views.dead_letter_replay_view, name="dead-letter-replay"),

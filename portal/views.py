@@ -15,6 +15,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console import selectors
 from console.paging import BadCursor
+from console.transport_forms import (
+    AUTH_FIELDS,
+    TransportForm,
+    transport_initial,
+    transport_save,
+)
 from core.exceptions import HomingError, InvalidInput
 from deliveries.intake import retries
 from deliveries.intake.ingest import endpoint_send_test
@@ -51,6 +57,7 @@ from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 NOTICES = {
     "created": "Endpoint created. Send it a test event to check your receiver.",
     "saved": "Endpoint saved.",
+    "certificate-removed": "Client certificate removed.",
     "activated": "Endpoint activated.",
     "deactivated": "Endpoint deactivated; its pending deliveries went to the dead letters.",
     "deleted": "Endpoint deleted.",
@@ -198,6 +205,25 @@ def endpoint_edit(request: HttpRequest, pk: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid() and _save(request, form, found) is not None:
         return _done("portal:endpoint", "saved", pk=found.pk)
     return _page(request, "portal/endpoint_form.html", {"form": form, "endpoint": found})
+
+
+@require_http_methods(["GET", "POST"])
+@portal_page
+def endpoint_transport(request: HttpRequest, pk: str) -> HttpResponse:
+    """Signing, OAuth2 auth and the client certificate (write-only values never shown)."""
+    found = _endpoint(request, pk)
+    if _scope(request).read_only:
+        return refuse(request, "This portal session is read only.")
+    if request.method == "POST" and "remove_certificate" in request.POST:
+        endpoint_services.endpoint_update(endpoint=found, tls_client_certificate=None)
+        return _done("portal:endpoint", "certificate-removed", pk=found.pk)
+    form = TransportForm(
+        request.POST or None, request.FILES or None, initial=transport_initial(found)
+    )
+    if request.method == "POST" and form.is_valid() and transport_save(form=form, endpoint=found):
+        return _done("portal:endpoint", "saved", pk=found.pk)
+    context = {"form": form, "endpoint": found, "auth_fields": AUTH_FIELDS}
+    return _page(request, "portal/endpoint_transport.html", context)
 
 
 @require_GET

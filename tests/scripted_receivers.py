@@ -8,7 +8,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 @dataclass
@@ -116,3 +116,13 @@ def answer(status: int, body: bytes = b"ok", **headers: str) -> Behaviour:
 def hang(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
     receiver.stop.wait(30)
     return False
+
+
+def answer_client_name(sock: socket.socket, request: Request, receiver: Receiver) -> bool:
+    """200 with the common name of the client certificate this connection presented (a
+    receiver whose TLS context requires one: mutual TLS)."""
+    assert isinstance(sock, ssl.SSLSocket)
+    subject: Any = (sock.getpeercert() or {}).get("subject", ())  # ((("commonName", "x"),),)
+    names = [value for rdn in subject for key, value in rdn if key == "commonName"]
+    sock.sendall(response(200, names[0].encode() if names else b""))
+    return True

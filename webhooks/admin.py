@@ -45,9 +45,11 @@ class ConsumerKeyAdmin(admin.ModelAdmin):
         return False
 
 
-# `auth` holds a write-only (encrypted) client secret: set through the API, console or
-# portal, which never show it back; the admin would show the ciphertext.
-ADMIN_FIELDS = [name for name in ENDPOINT_FIELDS if name != "auth"]
+# `auth` holds a write-only (encrypted) client secret and `tls_client_certificate` a
+# private key: set through the API, console or portal, which never show them back; the
+# admin would show the ciphertext.
+WRITE_ONLY_FIELDS = ("auth", "tls_client_certificate")
+ADMIN_FIELDS = [name for name in ENDPOINT_FIELDS if name not in WRITE_ONLY_FIELDS]
 
 
 class EndpointForm(forms.ModelForm):

@@ -218,15 +218,21 @@ class Connection(asyncio.Protocol):
             self._done.set_result(self._answer)  # the status stands; the body is cut
 
 
+# (scheme, host, port, client certificate fingerprint or ""): a connection is reused only
+# by requests that would have made exactly the same one, the certificate it presented in
+# its handshake included (client_tls.py).
+PoolKey = tuple[str, str, int, str]
+
+
 class Pool:
-    """Idle keep-alive connections by (scheme, host, port), most recently used first."""
+    """Idle keep-alive connections by PoolKey, most recently used first."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._idle: dict[PoolKey, list[Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
 
-    def take(self, key: tuple[str, str, int]) -> Connection | None:
+    def take(self, key: PoolKey) -> Connection | None:
         idle = self._idle.get(key)
         now = time.monotonic()
         while idle:
@@ -237,7 +243,7 @@ class Pool:
             connection.abort()
         return None
 
-    def put(self, key: tuple[str, str, int], connection: Connection) -> None:
+    def put(self, key: PoolKey, connection: Connection) -> None:
         if not connection.reusable:
             connection.abort()
             return

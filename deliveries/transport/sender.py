@@ -18,6 +18,9 @@ What bounds an attempt:
 - idle keep-alive connections are closed after KEEPALIVE_SECONDS. How many attempts run
   at once is the caller's to bound (the worker's ledger).
 
+The URL's checks are targets.py's; OAuth2 bearer tokens bearer.py's and tokens.py's; a
+client certificate (mutual TLS) is client_tls.py's, handed in per attempt.
+
 With an egress proxy (proxy.py) every new connection is a CONNECT tunnel through it: the
 proxy resolves the receiver's name, so the SSRF check of names is the proxy's then.
 """
@@ -25,10 +28,7 @@ proxy resolves the receiver's name, so the SSRF check of names is the proxy's th
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import functools
-import ipaddress
 import logging
 import os
 import re
@@ -37,17 +37,17 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TypeGuard
-from urllib.parse import quote, urlsplit
 
 import uvloop
 
 from core import network
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport import dns, http1
+from deliveries.transport.bearer import exchange_with_token, token_request
+from deliveries.transport.client_tls import ClientCertificate
 from deliveries.transport.http1 import HEAD_LIMIT, KEEPALIVE_SECONDS, RESPONSE_BODY_LIMIT
 from deliveries.transport.proxy import EgressProxy, ProxyRefused, open_tunnel
+from deliveries.transport.targets import AddressBlocked, InvalidURL, Target, checked_target
 from deliveries.transport.tokens import ClientCredentials, TokenFailed, Tokens
 
 logger = logging.getLogger(__name__)
@@ -58,26 +58,7 @@ __all__ = ["HEAD_LIMIT", "KEEPALIVE_SECONDS", "RESPONSE_BODY_LIMIT", "SendResult
 OWN_HEADERS = frozenset(
     {"content-type", "user-agent", "content-length", "host", "transfer-encoding", "connection"}
 )
-
-
-class AddressBlocked(Exception):
-    """The SSRF guard refused the host; its message is the stored error."""
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a URL's POST goes: checked once per URL, then cached."""
-
-    scheme: str
-    host: str  # as resolved and checked: IDNA-encoded, no brackets
-    port: int
-    request_target: str  # path and query, percent-encoded
-    host_header: str
-    is_ip_literal: bool
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.scheme, self.host, self.port)
+_UNSAFE_IN_HEADER = re.compile(r"[\r\n\x00]")
 
 
 class Sender:
@@ -135,10 +116,17 @@ class Sender:
         timeout: float,
         tenant: str | None = None,
         auth: ClientCredentials | None = None,
+        client_certificate: ClientCertificate | None = None,
     ) -> SendResult:
         future = asyncio.run_coroutine_threadsafe(
             self.post(
-                url=url, body=body, headers=headers, timeout=timeout, tenant=tenant, auth=auth
+                url=url,
+                body=body,
+                headers=headers,
+                timeout=timeout,
+                tenant=tenant,
+                auth=auth,
+                client_certificate=client_certificate,
             ),
             self.loop,
         )
@@ -153,20 +141,29 @@ class Sender:
         timeout: float,
         tenant: str | None = None,
         auth: ClientCredentials | None = None,
+        client_certificate: ClientCertificate | None = None,
     ) -> SendResult:
         """The attempt's result; never raises (but lets cancellation through). `tenant`
         bounds the DNS threads its attempts hold (dns.py); `auth` adds an OAuth2 bearer
-        token (tokens.py), fetched anew once if the receiver answers 401."""
+        token (tokens.py), fetched anew once if the receiver answers 401;
+        `client_certificate` is presented in an https URL's handshake (client_tls.py)."""
         started = time.monotonic()
         deadline = self.loop.time() + timeout
+        certificate = client_certificate
         try:
             if auth is None:
                 status, content, retry_after = await self._exchange(
-                    url, body, headers, deadline, tenant
+                    url, body, headers, deadline, tenant, certificate
                 )
             else:
-                status, content, retry_after = await self._exchange_with_token(
-                    url, body, headers, deadline, tenant, auth
+                status, content, retry_after = await exchange_with_token(
+                    tokens=self.tokens,
+                    auth=auth,
+                    headers=headers,
+                    deadline=deadline,
+                    exchange=lambda signed: self._exchange(
+                        url, body, signed, deadline, tenant, certificate
+                    ),
                 )
         except Exception as exc:  # the contract: post() never raises for an answer
             kind, error = describe_error(exc)
@@ -174,49 +171,17 @@ class Sender:
         duration_ms = int((time.monotonic() - started) * 1000)
         return SendResult(status, None, content, retry_after, duration_ms)
 
-    async def _exchange_with_token(
-        self,
-        url: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        deadline: float,
-        tenant: str | None,
-        auth: ClientCredentials,
-    ) -> tuple[int, bytes, str | None]:
-        for last_try in (False, True):
-            try:
-                async with asyncio.timeout_at(deadline):
-                    token = await self.tokens.token(auth, deadline)
-            except TimeoutError:
-                raise TokenFailed(
-                    f"OAuth2 token request to {auth.token_url} failed: timeout"
-                ) from None
-            with_token = {**headers, "Authorization": f"Bearer {token}"}
-            answer = await self._exchange(url, body, with_token, deadline, tenant)
-            if answer[0] != 401 or last_try:
-                return answer
-            self.tokens.refused(auth, token)  # the receiver refused it: fetch a new one
-        raise AssertionError("unreachable")
-
     async def _fetch_token(self, auth: ClientCredentials, deadline: float) -> tuple[int, bytes]:
         """POST the client-credentials form to the token URL, through the same guards,
-        proxy and pool as a webhook."""
-        target = _checked_target(auth.token_url, public_only=self.public_only)
-        basic = base64.b64encode(
-            f"{quote(auth.client_id, safe='')}:{quote(auth.client_secret, safe='')}".encode()
-        ).decode("ascii")
-        request = http1.request_bytes(
+        proxy and pool as a webhook (without a client certificate)."""
+        target = checked_target(auth.token_url, public_only=self.public_only)
+        request = token_request(
+            auth=auth,
             request_target=target.request_target,
             host=target.host_header,
-            headers=[
-                ("Content-Type", "application/x-www-form-urlencoded"),
-                ("Accept", "application/json"),
-                ("Authorization", f"Basic {basic}"),
-                ("User-Agent", self.user_agent),
-            ],
-            body=auth.form(),
+            user_agent=self.user_agent,
         )
-        status, content, _ = await self._send_request(target, request, deadline, None)
+        status, content, _ = await self._send_request(target, request, deadline, None, None)
         return status, content
 
     async def _exchange(
@@ -225,45 +190,56 @@ class Sender:
         body: bytes,
         headers: Mapping[str, str],
         deadline: float,
-        tenant: str | None = None,
+        tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
-        target = _checked_target(url, public_only=self.public_only)
+        target = checked_target(url, public_only=self.public_only)
         request = http1.request_bytes(
             request_target=target.request_target,
             host=target.host_header,
             headers=self._headers(headers),
             body=body,
         )
-        return await self._send_request(target, request, deadline, tenant)
+        return await self._send_request(target, request, deadline, tenant, certificate)
 
     async def _send_request(
-        self, target: Target, request: bytes, deadline: float, tenant: str | None
+        self,
+        target: Target,
+        request: bytes,
+        deadline: float,
+        tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
-        idle = self._pool.take(target.key)
+        key = target.pool_key(certificate)
+        idle = self._pool.take(key)
         if idle is not None:
             try:
-                return await self._round_trip(idle, target, request, deadline, tenant)
+                return await self._round_trip(
+                    idle, key, target, request, deadline, tenant, certificate
+                )
             except http1.NotSent:
                 # Closed before the request went out (a receiver's keep-alive timeout):
                 # nobody read it, so it is said on a new connection. A request written and
                 # then closed unanswered is not: the receiver may have acted on it.
                 pass
-        return await self._round_trip(None, target, request, deadline, tenant)
+        return await self._round_trip(None, key, target, request, deadline, tenant, certificate)
 
     async def _round_trip(
         self,
         connection: http1.Connection | None,
+        key: http1.PoolKey,
         target: Target,
         request: bytes,
         deadline: float,
         tenant: str | None,
+        certificate: ClientCertificate | None,
     ) -> tuple[int, bytes, str | None]:
         """One request on `connection` (a new one if None): the answer's status, body and
         Retry-After; the connection goes back to the pool if it can carry another."""
         try:
             async with asyncio.timeout_at(deadline):
                 if connection is None:
-                    connection = await self._connect(target, tenant)
+                    connection = await self._connect(target, tenant, certificate)
                 self._open.add(connection)
                 answer = await connection.send(request)
             try:
@@ -278,21 +254,23 @@ class Sender:
         finally:
             if connection is not None:
                 self._open.discard(connection)
-        self._pool.put(target.key, connection)  # or closed, if it cannot carry another
+        self._pool.put(key, connection)  # or closed, if it cannot carry another
         return answer.status, bytes(answer.body), answer.retry_after
 
-    async def _connect(self, target: Target, tenant: str | None) -> http1.Connection:
+    async def _connect(
+        self, target: Target, tenant: str | None, certificate: ClientCertificate | None
+    ) -> http1.Connection:
         """A new connection to one of the target's addresses, tried in resolver order, or
         a tunnel to the target through the egress proxy."""
+        tls = self._tls_context(certificate) if target.scheme == "https" else None
         if self.proxy is not None:
-            return await self._connect_through_proxy(self.proxy, target)
+            return await self._connect_through_proxy(self.proxy, target, tls)
         if target.is_ip_literal:
             addresses = [target.host]
         else:
             addresses = await self._lookups.addresses(target.host, target.port, tenant=tenant)
             if self.public_only and (reason := network.blocked_reason(target.host, addresses)):
                 raise AddressBlocked(reason)
-        tls = self._tls_context() if target.scheme == "https" else None
         failure: OSError | None = None
         for address in addresses:
             try:
@@ -311,12 +289,13 @@ class Sender:
             return connection
         raise failure or OSError(f"cannot resolve {target.host}: no address")
 
-    async def _connect_through_proxy(self, proxy: EgressProxy, target: Target) -> http1.Connection:
+    async def _connect_through_proxy(
+        self, proxy: EgressProxy, target: Target, tls: ssl.SSLContext | None
+    ) -> http1.Connection:
         # The proxy's own name is the operator's, resolved without the SSRF guard (it is
         # usually a private address); untenanted, as it is one name for every tenant.
         addresses = await self._lookups.addresses(proxy.host, proxy.port)
         sock = await open_tunnel(self.loop, proxy, addresses, target.host, target.port)
-        tls = self._tls_context() if target.scheme == "https" else None
         try:
             _, connection = await self.loop.create_connection(
                 lambda: http1.Connection(self.loop),
@@ -329,7 +308,9 @@ class Sender:
             raise
         return connection
 
-    def _tls_context(self) -> ssl.SSLContext:
+    def _tls_context(self, certificate: ClientCertificate | None) -> ssl.SSLContext:
+        if certificate is not None:
+            return certificate.context  # verifies the receiver the same way, and presents it
         if self._tls is None:
             self._tls = ssl.create_default_context()
         return self._tls
@@ -373,63 +354,6 @@ class Sender:
             await asyncio.sleep(0.01)
 
 
-class _InvalidURL(Exception):
-    pass
-
-
-@functools.lru_cache(maxsize=4096)  # an endpoint's URL is checked once, not per attempt
-def _checked_target(url: str, *, public_only: bool) -> Target:
-    """Where to POST; raises _InvalidURL, or AddressBlocked for an IP literal the SSRF
-    guard refuses (host names are checked on every new connection)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # an out-of-range port raises here
-        host = network.a_label(parts.hostname or "")
-    except (ValueError, UnicodeError) as exc:
-        raise _InvalidURL(str(exc) or "not a URL") from exc
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not _valid_host(host) or "@" in parts.netloc:
-        raise _InvalidURL(f"not an http(s) URL: {url[:200]}")
-    is_ip_literal = _is_ip_literal(host)
-    if public_only and is_ip_literal:
-        reason = network.blocked_reason(host, [host])
-        if reason:
-            raise AddressBlocked(reason)
-    default_port = 443 if scheme == "https" else 80
-    port = port or default_port
-    named = f"[{host}]" if ":" in host else host
-    request_target = quote(parts.path or "/", safe=_PATH_SAFE)
-    if parts.query:
-        request_target += "?" + quote(parts.query, safe=_QUERY_SAFE)
-    return Target(
-        scheme=scheme,
-        host=host,
-        port=port,
-        request_target=request_target,
-        host_header=named if port == default_port else f"{named}:{port}",
-        is_ip_literal=is_ip_literal,
-    )
-
-
-# Characters left as they are in a path or query; anything else (spaces, non-ASCII) is
-# percent-encoded as UTF-8, and existing %XX escapes are kept.
-_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
-_QUERY_SAFE = _PATH_SAFE + "?"
-_UNSAFE_IN_HEADER = re.compile(r"[\r\n\x00]")
-
-
-def _valid_host(host: str | None) -> TypeGuard[str]:
-    return bool(host) and not any(c.isspace() or ord(c) < 32 for c in host or "")
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
 def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind retry.classify reads, and the text stored on the attempt."""
     if isinstance(exc, AddressBlocked):
@@ -440,7 +364,7 @@ def describe_error(exc: BaseException) -> tuple[ErrorKind, str]:
         # Retryable either way; only a target the proxy could not reach counts against
         # the endpoint's circuit (CONNECTION), a refusal is the proxy's (PROXY).
         return (ErrorKind.CONNECTION if exc.target_failed else ErrorKind.PROXY), str(exc)
-    if isinstance(exc, _InvalidURL):
+    if isinstance(exc, InvalidURL):
         return ErrorKind.INVALID_URL, f"invalid URL: {exc}"
     if isinstance(exc, TimeoutError):  # before OSError, whose subclass it is
         return ErrorKind.TIMEOUT, "timeout"

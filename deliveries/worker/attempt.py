@@ -8,6 +8,7 @@ capacity slot. Every path out, an exception included, ends the entry once.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from deliveries.results import ErrorKind, SendResult
 from deliveries.transport.sender import Sender
 from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.transport.tokens import ClientCredentials
+from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import Claimed
 from deliveries.worker.ledger import Ledger
 from deliveries.worker.pacing import Pacing
@@ -128,6 +130,10 @@ class Attempts:
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
             auth = client_credentials(endpoint_auth_decrypted(auth=endpoint.auth))
+            certificate = endpoint_client_certificate(endpoint=endpoint)  # built at the claim
+        except ssl.SSLError as exc:  # checked on save: OpenSSL's rules changed since
+            error = f"TLS error: the client certificate cannot be loaded: {exc}"
+            return SendResult.failed(ErrorKind.TLS, error)
         except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",
@@ -143,6 +149,7 @@ class Attempts:
             timeout=policy.timeout,
             tenant=delivery.tenant_id,
             auth=auth,
+            client_certificate=certificate,
         )
         if result.error_kind is ErrorKind.INTERNAL:
             logger.critical(

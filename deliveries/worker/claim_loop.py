@@ -15,7 +15,9 @@ exit before the leases of what it holds lapse and another worker sends them agai
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections import Counter
@@ -32,6 +34,7 @@ from deliveries import wakeups
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.log_context import delivery_log_context
 from deliveries.worker.attempt import NEXT_IN_LINE_SECONDS, Attempts
+from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import (
     Claimed,
     deliveries_claim_probes,
@@ -317,6 +320,10 @@ class ClaimLoop:
             try:
                 endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
                 endpoint_auth_decrypted(auth=endpoint.auth)  # its OAuth2 client secret
+                # Built here, off the event loop (milliseconds), for its attempts to find;
+                # one OpenSSL refuses is the attempt's to report (a TLS failure).
+                with contextlib.suppress(ssl.SSLError):
+                    endpoint_client_certificate(endpoint=endpoint)
             except DecryptionFailed:
                 unreadable.add(endpoint.id)
         if not unreadable:

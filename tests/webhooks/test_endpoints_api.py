@@ -23,6 +23,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
     assert set(body) == {
         "id",
         "url",
+        "tls_client_certificate_info",
         "description",
         "event_types",
         "filter",

@@ -17,6 +17,7 @@ from webhooks.filters import MAX_LEVELS as MAX_FILTER_LEVELS
 from webhooks.models import ConsumerKey, Endpoint, EventType
 from webhooks.secrets import SIGNING_SCHEMES
 from webhooks.services import endpoint_auth as auth_rules
+from webhooks.services import endpoint_certificates as certificate_rules
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoints import headers_decrypted
 
@@ -124,6 +125,12 @@ class FilterField(serializers.JSONField):
     """Any JSON here; webhooks.filters checks it (a 400 naming its path)."""
 
 
+class CertificateInfoSerializer(serializers.Serializer):
+    subject = serializers.CharField(help_text="RFC 4514, e.g. `CN=homing,O=Acme`")
+    issuer = serializers.CharField()
+    expires_at = serializers.DateTimeField()
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     """Shapes an endpoint; the rules for its fields live in webhooks.services.endpoint_rules
     (shared with the admin), so this only checks JSON types. It never carries the secret."""
@@ -145,6 +152,21 @@ class EndpointSerializer(serializers.ModelSerializer):
     signing = serializers.ChoiceField(choices=list(SIGNING_SCHEMES), required=False)
     auth = AuthField(required=False, allow_null=True)
     filter = FilterField(allow_null=True, required=False)
+    # Write-only (checked by endpoint_certificates: 400 naming it when it does not parse,
+    # its key does not match or it has expired); reads show its summary instead.
+    tls_client_certificate = StrictCharField(
+        write_only=True,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=certificate_rules.MAX_PEM_CHARS,
+        help_text="PEM: the client certificate, its chain, then its private key (mutual TLS). "
+        "Write-only; null or an empty string removes it, left out keeps it.",
+    )
+    tls_client_certificate_info = serializers.SerializerMethodField(
+        help_text="The client certificate's subject, issuer and expiry; null when none is set."
+    )
 
     class Meta:
         model = Endpoint
@@ -160,6 +182,8 @@ class EndpointSerializer(serializers.ModelSerializer):
             "owner",
             "signing",
             "auth",
+            "tls_client_certificate",
+            "tls_client_certificate_info",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -174,6 +198,10 @@ class EndpointSerializer(serializers.ModelSerializer):
             "disabled_reason",
             "created_at",
         ]
+
+    @extend_schema_field(CertificateInfoSerializer(allow_null=True))
+    def get_tls_client_certificate_info(self, endpoint: Endpoint) -> dict[str, str] | None:
+        return certificate_rules.certificate_info(stored=endpoint.tls_client_certificate)
 
 
 class EndpointWithSecretSerializer(EndpointSerializer):

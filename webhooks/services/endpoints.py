@@ -13,6 +13,7 @@ from core.exceptions import HomingError, InvalidInput
 from webhooks.models import Endpoint, Tenant
 from webhooks.secrets import ED25519, HMAC_SHA256, generate_secret, public_key, signing_of
 from webhooks.services.endpoint_auth import endpoint_auth_check
+from webhooks.services.endpoint_certificates import endpoint_certificate_check
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.signals import endpoint_retired
 
@@ -34,6 +35,7 @@ ENDPOINT_FIELDS = (
     "signing",
     "auth",
     "filter",
+    "tls_client_certificate",
 )
 # Each secret still in its grace adds a signature to every request; a burst of rotations
 # keeps the newest this many (a receiver lagging further behind than that is lost).
@@ -58,6 +60,9 @@ def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any)
         fields["headers"] = _headers_encrypted(fields["headers"])
     if "auth" in fields:
         fields["auth"] = endpoint_auth_check(auth=fields["auth"])
+    if "tls_client_certificate" in fields:
+        pem = fields["tls_client_certificate"]
+        fields["tls_client_certificate"] = endpoint_certificate_check(pem=pem)
     with transaction.atomic():
         # The tenant row lock serialises creations of one tenant, so two concurrent
         # requests cannot both take the last place under the limit.
@@ -105,6 +110,9 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
         fields["headers"] = _headers_encrypted(fields["headers"])
     if "auth" in fields:
         fields["auth"] = endpoint_auth_check(auth=fields["auth"], stored=endpoint.auth)
+    if "tls_client_certificate" in fields:  # null or "" removes it
+        pem = fields["tls_client_certificate"]
+        fields["tls_client_certificate"] = endpoint_certificate_check(pem=pem)
     signing = fields.get("signing")
     if signing is not None and signing != signing_of(endpoint_secret(endpoint=endpoint)):
         # A new scheme needs a new secret; the old one keeps signing through the grace
@@ -210,9 +218,9 @@ def _expiry(item: dict[str, str]) -> datetime:
 
 
 def endpoint_secrets_reencrypt() -> int:
-    """Re-encrypt every stored secret and header value with the first
-    HOMING_ENCRYPTION_KEY; returns how many endpoints (the key rotation command). Row by
-    row, each in its own short transaction."""
+    """Re-encrypt every stored secret, header value, OAuth2 client secret and client
+    certificate with the first HOMING_ENCRYPTION_KEY; returns how many endpoints (the key
+    rotation command). Row by row, each in its own short transaction."""
     done = 0
     for pk in Endpoint.all_objects.values_list("pk", flat=True).iterator(chunk_size=500):
         with transaction.atomic():
@@ -230,6 +238,16 @@ def endpoint_secrets_reencrypt() -> int:
             if endpoint.auth and endpoint.auth.get("client_secret"):
                 secret = crypto.reencrypt(endpoint.auth["client_secret"])
                 endpoint.auth = {**endpoint.auth, "client_secret": secret}
-            endpoint.save(update_fields=["secret", "previous_secrets", "headers", "auth"])
+            if endpoint.tls_client_certificate:
+                endpoint.tls_client_certificate = crypto.reencrypt(endpoint.tls_client_certificate)
+            endpoint.save(
+                update_fields=[
+                    "secret",
+                    "previous_secrets",
+                    "headers",
+                    "auth",
+                    "tls_client_certificate",
+                ]
+            )
         done += 1
     return done

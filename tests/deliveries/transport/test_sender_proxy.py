@@ -12,11 +12,12 @@ import pytest
 
 from deliveries.lifecycle.retry import Outcome, classify
 from deliveries.results import ErrorKind
+from deliveries.transport.client_tls import client_certificate
 from deliveries.transport.proxy import parse_proxy
 from deliveries.transport.sender import Sender
-from tests.certificates import self_signed_for_loopback
+from tests.certificates import Authority, mtls_server_context, self_signed_for_loopback
 from tests.proxies import PROXY_PEER, TinyProxy
-from tests.scripted_receivers import Receiver, answer
+from tests.scripted_receivers import Receiver, answer, answer_client_name
 
 pytestmark = [
     pytest.mark.e2e,
@@ -80,6 +81,25 @@ def test_tls_stays_end_to_end_with_the_receiver(proxy, tmp_path, monkeypatch):
     assert (result.status_code, result.response_body) == (200, b"over tls")
     assert receiver.peers[0] == PROXY_PEER
     assert other_name.error_kind is ErrorKind.TLS, other_name
+
+
+def test_a_client_certificate_is_presented_through_the_tunnel(proxy, tmp_path, monkeypatch):
+    authority = Authority()
+    receiver = Receiver(answer_client_name, tls=mtls_server_context(authority, tmp_path)).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    sender = through(proxy.url)
+    try:
+        url = receiver.url().replace("http://", "https://")
+        certificate = client_certificate(authority.client_pem("alice"))
+        result = sender.send(
+            url=url, body=b"{}", headers={}, timeout=5.0, client_certificate=certificate
+        )
+    finally:
+        sender.close()
+        receiver.close()
+    # The handshake, client certificate included, is between the sender and the receiver.
+    assert (result.status_code, result.response_body) == (200, b"alice"), result
+    assert receiver.peers == [PROXY_PEER]
 
 
 def test_a_deny_rule_is_a_retryable_refusal_that_names_the_proxy(proxy, receiver):
