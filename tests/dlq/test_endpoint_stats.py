@@ -81,7 +81,7 @@ def test_the_stats_equal_a_count_of_the_attempts_made(alice) -> None:
 def test_a_replayed_dead_letter_leaves_the_waiting_count(alice) -> None:
     shop = _endpoint(alice)
     _attempt_all(alice, [(404, 10), (400, 10)])
-    letter = DeadLetter.objects.filter(endpoint=shop).first()
+    letter = DeadLetter.objects.filter(endpoint=shop).earliest("dead_at")
     assert alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay").status_code == 202
 
     body = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=24h").json()

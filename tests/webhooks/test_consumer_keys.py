@@ -151,6 +151,7 @@ POLICY = {
     ("endpoints/<pk>/secret", "GET"): "allowed",
     ("endpoints/<pk>/test", "POST"): "allowed",
     ("endpoints/<pk>/messages", "GET"): "allowed",
+    ("endpoints/<pk>/stats", "GET"): "allowed",
     ("endpoints/<pk>/recover", "POST"): "allowed",
     ("deliveries", "GET"): "allowed",
     ("deliveries/<pk>", "GET"): "allowed",
