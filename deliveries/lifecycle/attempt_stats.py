@@ -27,6 +27,20 @@ def duration_column(duration_ms: int) -> str:
     return "d_more"
 
 
+def attempt_duration_counts(attempts: Iterable[tuple[str, str, int]]) -> dict[str, int]:
+    """The shared counters behind /metrics' homing_attempt_duration_seconds histogram for
+    `attempts` ((endpoint id, outcome, duration ms) each): per outcome, one counter per
+    duration bucket (`duration_<outcome>_<column>`, not cumulative) and the sum in ms
+    (`duration_<outcome>_sum_ms`); the count is `attempts_<outcome>`."""
+    counts: dict[str, int] = {}
+    for _, outcome, duration_ms in attempts:
+        bucket = f"duration_{outcome}_{duration_column(duration_ms)}"
+        counts[bucket] = counts.get(bucket, 0) + 1
+        total = f"duration_{outcome}_sum_ms"
+        counts[total] = counts.get(total, 0) + duration_ms
+    return counts
+
+
 def attempt_minutes_add(*, counts: Mapping[str, int], at: datetime) -> None:
     """Add `counts` (outcome -> attempts) to the minute containing `at`.
 

@@ -53,9 +53,7 @@ def in_hand_of(delivery: Delivery) -> InHand:
         id=delivery.id,
         tenant_id=delivery.tenant_id,
         endpoint_id=delivery.endpoint_id,
-        event=EventInHand(
-            event.id, event.type, event.data, event.created_at, event.trace_context
-        ),
+        event=EventInHand(event.id, event.type, event.data, event.created_at, event.trace_context),
         attempt_count=delivery.attempt_count,
         schedule_offset=delivery.schedule_offset,
         sequence=delivery.sequence,

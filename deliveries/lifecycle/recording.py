@@ -27,7 +27,11 @@ from django.utils import timezone
 from core import counters
 from core.clock import database_now
 from deliveries.lifecycle import retry
-from deliveries.lifecycle.attempt_stats import attempt_minutes_add, endpoint_minutes_add
+from deliveries.lifecycle.attempt_stats import (
+    attempt_duration_counts,
+    attempt_minutes_add,
+    endpoint_minutes_add,
+)
 from deliveries.lifecycle.health import (
     GONE_REASON,
     HealthChanges,
@@ -403,7 +407,12 @@ def _count(outcomes: list[Attempted], recorded: list[Recorded | None]) -> None:
             )
     if not counts:
         return
-    counters.increment_many({f"attempts_{name}": n for name, n in counts.items()})
+    counters.increment_many(
+        {
+            **{f"attempts_{name}": n for name, n in counts.items()},
+            **attempt_duration_counts(by_endpoint),  # homing_attempt_duration_seconds
+        }
+    )
     now = timezone.now()
     try:
         attempt_minutes_add(counts=counts, at=now)
