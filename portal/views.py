@@ -225,7 +225,15 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
     kept = request.GET.copy()
     for name in ("after", "notice"):
         kept.pop(name, None)
-    context = {"detail": detail, "filters": filters, "filter_query": kept.urlencode()}
+    context = {
+        "detail": detail,
+        "filters": filters,
+        "filter_query": kept.urlencode(),
+        **selectors.endpoint_stats_shown(
+            endpoint=detail.endpoint, period=request.GET.get("period")
+        ),
+        "stats_url": reverse("portal:endpoint", args=[detail.endpoint.pk]),
+    }
     return _page(request, "portal/endpoint.html", {**context, "secret": secret})
 
 
