@@ -325,8 +325,8 @@ def endpoint_stats(
             "p95": figures.duration_quantile(0.95),
         },
         deliveries={
-            "succeeded": figures.attempts["success"],
-            "dead": died.filter(discarded_at__isnull=True).count(),
+            Delivery.Status.SUCCEEDED: figures.attempts["success"],
+            Delivery.Status.DEAD: died.filter(discarded_at__isnull=True).count(),
         },
         dead_letters=died.filter(replayed_at__isnull=True, discarded_at__isnull=True).count(),
         buckets=figures.buckets,
