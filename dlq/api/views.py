@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,7 +21,12 @@ from dlq.api.serializers import (
     StatsQuerySerializer,
 )
 from dlq.models import DeadLetter
-from dlq.selectors import dead_letters_in_queue, dead_letters_matching, endpoint_stats
+from dlq.selectors import (
+    STATS_PERIODS,
+    dead_letters_in_queue,
+    dead_letters_matching,
+    endpoint_stats,
+)
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover, replay_job_create
@@ -157,7 +162,20 @@ class EndpointStats(TenantScoped, generics.GenericAPIView):
     serializer_class = EndpointStatsSerializer
     consumer_allowed = True
 
-    @extend_schema(parameters=[StatsQuerySerializer], responses={200: EndpointStatsSerializer})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "period",
+                str,
+                OpenApiParameter.QUERY,
+                enum=list(STATS_PERIODS),
+                default="24h",
+                allow_blank=True,  # `?period=` is the default, as a browser form sends it
+                description="The period: 1h (buckets of a minute), 24h (15 min), 7d (1 h).",
+            )
+        ],
+        responses={200: EndpointStatsSerializer},
+    )
     def get(self, request: Request, pk: str) -> Response:
         endpoint = self.get_object()
         query = StatsQuerySerializer(data=request.query_params)

@@ -95,6 +95,8 @@ def test_bob_cannot_read_alices_endpoint_stats(alice, bob) -> None:
     shop = _endpoint(alice)
     assert bob.client.get(f"/api/v1/endpoints/{shop.id}/stats").status_code == 404
     assert alice.client.get(f"/api/v1/endpoints/{shop.id}/stats").json()["period"] == "24h"
+    # Given empty, as a browser form sends it: the default, as for every query parameter.
+    assert alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=").json()["period"] == "24h"
 
 
 def test_an_unknown_period_is_refused_naming_it(alice) -> None:
