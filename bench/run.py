@@ -26,13 +26,22 @@ from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
 from bench.steps_ordering import OrderingSteps
 from bench.steps_share import ShareSteps
+from bench.steps_tracing import TracingSteps
 from bench.steps_web import WebSteps
 
 
 # For the type checker each step mixin stands on what it calls (a Measure over the Stack, or
 # another step), so they come in that order; at run time they are plain mixins.
 class Bench(
-    HeadlineSteps, DeliverySteps, WebSteps, ShareSteps, FlowSteps, OrderingSteps, Measure, Stack
+    HeadlineSteps,
+    TracingSteps,
+    DeliverySteps,
+    WebSteps,
+    ShareSteps,
+    FlowSteps,
+    OrderingSteps,
+    Measure,
+    Stack,
 ):
     # --- the run -----------------------------------------------------------------------
 
@@ -98,6 +107,9 @@ class Bench(
         if self.args.only == "share":
             self.start_web()
             self.tenant_share()
+            return
+        if self.args.only == "tracing":
+            self.tracing_cost(max(self.args.workers))
             return
         self.gunicorn_ceilings()
         if headline:
@@ -199,11 +211,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering", "share", "drain"],
+        choices=["ingestion", "ordering", "share", "drain", "tracing"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
         "share: only a quiet tenant beside another tenant's slow endpoints; "
-        "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers)",
+        "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers); "
+        "tracing: only the live run with tracing off, on (100%% sampled), off again",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.gauges import queue_gauges_cached
 from core import counters
+from deliveries.lifecycle.attempt_stats import DURATION_BOUNDS_MS, DURATION_COLUMNS
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,12 @@ def _counter_lines() -> list[str]:
             [(f'{{outcome="{o}"}}', counts.get(f"attempts_{o}", 0)) for o in OUTCOMES],
         ),
         *_family(
+            "homing_attempt_duration_seconds",
+            "histogram",
+            "Delivery attempt durations by outcome (the whole attempt: DNS to answer).",
+            _duration_samples(counts),
+        ),
+        *_family(
             "homing_events_total",
             "counter",
             "Events accepted.",
@@ -82,6 +89,22 @@ def _counter_lines() -> list[str]:
             [("", counts.get("idempotency_conflicts", 0))],
         ),
     ]
+
+
+def _duration_samples(counts: dict[str, int]) -> list[tuple[str, float]]:
+    """Cumulative buckets, sum and count per outcome, from the shared counters
+    (deliveries/lifecycle/attempt_stats.attempt_duration_counts)."""
+    samples: list[tuple[str, float]] = []
+    bounds = [f"{bound / 1000:g}" for bound in DURATION_BOUNDS_MS] + ["+Inf"]
+    for outcome in OUTCOMES:
+        seen = 0
+        for bound, column in zip(bounds, DURATION_COLUMNS, strict=True):
+            seen += counts.get(f"duration_{outcome}_{column}", 0)
+            samples.append((f'_bucket{{outcome="{outcome}",le="{bound}"}}', seen))
+        total_ms = counts.get(f"duration_{outcome}_sum_ms", 0)
+        samples.append((f'_sum{{outcome="{outcome}"}}', total_ms / 1000))
+        samples.append((f'_count{{outcome="{outcome}"}}', seen))
+    return samples
 
 
 def _gauge_lines() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from config.env import (
     schedule,
 )
 from config.logs import logging_config
+from core.tracing import tracing_wanted
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -159,6 +161,12 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:dashboard"
 X_FRAME_OPTIONS = "DENY"
+
+# OpenTelemetry's OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME,
+# OTEL_TRACES_SAMPLER, …) are read by its SDK from the environment, a .env file included
+# (read above); core/tracing.py builds a tracer in web and worker only when they name an
+# exporter endpoint. Shown here, read-only, for `manage.py diffsettings` and tests.
+HOMING_TRACING = tracing_wanted(os.environ)
 
 # LOG_FORMAT=json: one JSON object per line, with request and delivery ids (config/logs.py).
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")

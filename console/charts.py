@@ -1,13 +1,15 @@
-"""The dashboard's attempts-per-minute chart, drawn server side as SVG geometry.
+"""The attempts charts (the dashboard's per minute, an endpoint's per period bucket),
+drawn server side as SVG geometry.
 
-Pure: takes per-minute counts, returns coordinates the template writes into an <svg>.
+Pure: takes counts per interval, returns coordinates the template writes into an <svg>.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 OUTCOMES = ("success", "retryable", "fatal")
 WIDTH, HEIGHT = 720, 220  # viewBox units; the stylesheet scales it to the page width
@@ -50,13 +52,31 @@ def attempts_chart(
     *, counts: Mapping[tuple[datetime, str], int], start: datetime, minutes: int
 ) -> Chart:
     """`counts[(minute, outcome)]`: attempts; one point per minute from `start`."""
+    starts = [start + timedelta(minutes=i) for i in range(minutes)]
+    series = {o: [counts.get((at, o), 0) for at in starts] for o in OUTCOMES}
+    return _draw(series=series, starts=starts, tick_every=60, label="%H:%M")
+
+
+def buckets_chart(*, buckets: Sequence[Any], tick_every: int, label: str) -> Chart:
+    """One point per bucket (`start` and a count per outcome, as the endpoint statistics'
+    buckets), an x label every `tick_every` buckets formatted by `label` (strftime)."""
+    series = {o: [getattr(b, o) for b in buckets] for o in OUTCOMES}
+    return _draw(
+        series=series, starts=[b.start for b in buckets], tick_every=tick_every, label=label
+    )
+
+
+def _draw(
+    *, series: Mapping[str, list[int]], starts: list[datetime], tick_every: int, label: str
+) -> Chart:
     chart = Chart()
-    peak = _nice_ceiling(max(counts.values(), default=0) or 1)
+    points = len(starts)
+    peak = _nice_ceiling(max((v for values in series.values() for v in values), default=0) or 1)
     plot_w = WIDTH - LEFT - RIGHT
     plot_h = HEIGHT - TOP - BOTTOM
-    step = plot_w / max(minutes - 1, 1)
+    step = plot_w / max(points - 1, 1)
     for outcome in OUTCOMES:
-        values = [counts.get((start + timedelta(minutes=i), outcome), 0) for i in range(minutes)]
+        values = series[outcome]
         chart.totals[outcome] = sum(values)
         chart.lines[outcome] = " ".join(
             f"{LEFT + i * step:.1f},{TOP + plot_h - value * plot_h / peak:.1f}"
@@ -69,7 +89,17 @@ def attempts_chart(
     chart.y_ticks = [
         Tick(position=TOP + plot_h - value * plot_h / peak, label=f"{value:,}") for value in values
     ]
-    for i in range(0, minutes, 60):
-        moment = start + timedelta(minutes=i)
-        chart.x_ticks.append(Tick(position=LEFT + i * step, label=moment.strftime("%H:%M")))
+    for i in range(0, points, tick_every):
+        chart.x_ticks.append(Tick(position=LEFT + i * step, label=starts[i].strftime(label)))
     return chart
+
+
+# The endpoint statistics' periods (dlq.selectors.STATS_PERIODS): an x label every so many
+# buckets, and how to write it.
+PERIOD_TICKS = {"1h": (15, "%H:%M"), "24h": (16, "%H:%M"), "7d": (24, "%a %d")}
+
+
+def endpoint_stats_chart(*, period: str, buckets: Sequence[Any]) -> Chart:
+    """The endpoint page's chart (console and portal) of dlq.selectors.endpoint_stats."""
+    tick_every, label = PERIOD_TICKS[period]
+    return buckets_chart(buckets=buckets, tick_every=tick_every, label=label)

@@ -12,14 +12,16 @@ from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
-from console.charts import Chart, attempts_chart
+from console.charts import Chart, attempts_chart, endpoint_stats_chart
 from console.paging import cursor_decode, cursor_encode, newest_first_page
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import (
+    STATS_PERIODS,
     Criteria,
     dead_letters_matching,
     dead_letters_waiting,
+    endpoint_stats,
     queue_gauges_bounded,
 )
 from webhooks.models import Endpoint, Event, Tenant
@@ -308,3 +310,15 @@ def tenant_page(*, cursor: str = "", size: int = 25) -> tuple[list[TenantRow], s
 
 def tenant_choices() -> list[tuple[str, str]]:
     return list(Tenant.objects.order_by("name").values_list("id", "name")[:500])
+
+
+def endpoint_stats_shown(*, endpoint: Endpoint, period: str | None) -> dict[str, Any]:
+    """The endpoint page's statistics and chart (console and portal): the API's selector
+    (dlq.selectors.endpoint_stats) over `period`, 24h when it is not one of them."""
+    chosen = period if period in STATS_PERIODS else "24h"
+    stats = endpoint_stats(endpoint=endpoint, period=chosen)
+    return {
+        "stats": stats,
+        "chart": endpoint_stats_chart(period=chosen, buckets=stats.buckets),
+        "stats_periods": list(STATS_PERIODS),
+    }

@@ -232,7 +232,16 @@ def endpoint(request: HttpRequest, pk: str) -> HttpResponse:
     # Secrets still in their rotation grace sign too: say how many besides the current one.
     older_signing = endpoint_services.endpoint_secrets_in_grace(endpoint=detail.endpoint)
     return render(
-        request, "console/endpoint.html", {"detail": detail, "older_signing": older_signing}
+        request,
+        "console/endpoint.html",
+        {
+            "detail": detail,
+            "older_signing": older_signing,
+            **selectors.endpoint_stats_shown(
+                endpoint=detail.endpoint, period=request.GET.get("period")
+            ),
+            "stats_url": reverse("console:endpoint", args=[detail.endpoint.pk]),
+        },
     )
 
 

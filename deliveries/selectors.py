@@ -1,8 +1,9 @@
-"""Reads of deliveries for the API: the catch-up feed."""
+"""Reads of deliveries for the API: the catch-up feed, an endpoint's attempt figures."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -10,7 +11,10 @@ from django.db.models import BinaryField, F, Func, IntegerField, TextField
 from django.db.models.functions import Cast, Length
 
 from core.exceptions import HomingError
+from deliveries.lifecycle.attempt_stats import DURATION_BOUNDS_MS
+from deliveries.lifecycle.retry import Outcome
 from deliveries.models import Delivery, SequenceCounter
+from deliveries.stats_sql import ENDPOINT_BUCKETS, ENDPOINT_BUCKETS_SQLITE
 from deliveries.statuses import public_status
 from webhooks.models import Endpoint
 
@@ -121,3 +125,72 @@ def _text_bytes(field: str) -> Func:
             Cast(F(field), TextField()), function="octet_length", output_field=IntegerField()
         )
     return Length(Cast(F(field), BinaryField()))  # SQLite: LENGTH of a BLOB counts bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptBucket:
+    start: datetime
+    success: int
+    retryable: int
+    fatal: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFigures:
+    """One endpoint's attempts over some buckets, from the per-minute figures."""
+
+    attempts: dict[str, int]  # outcome -> attempts
+    durations: list[int]  # attempts per duration bucket (attempt_stats.DURATION_BOUNDS_MS)
+    buckets: list[AttemptBucket]
+
+    def duration_quantile(self, q: float) -> int | None:
+        """The duration (ms) below which a share `q` of the attempts took, linearly
+        interpolated within its histogram bucket (as Prometheus' histogram_quantile);
+        None without attempts. Above the last bound it answers that bound."""
+        total = sum(self.durations)
+        if not total:
+            return None
+        rank, seen, lower = q * total, 0, 0
+        for bound, n in zip((*DURATION_BOUNDS_MS, None), self.durations, strict=True):
+            if bound is None:
+                return DURATION_BOUNDS_MS[-1]
+            if n and seen + n >= rank:
+                return round(lower + (bound - lower) * (rank - seen) / n)
+            seen, lower = seen + n, bound
+        return DURATION_BOUNDS_MS[-1]
+
+
+def endpoint_attempt_figures(
+    *, endpoint_id: str, start: datetime, step: timedelta, count: int
+) -> AttemptFigures:
+    """The endpoint's attempts in `count` buckets of `step` from `start` (every bucket
+    listed, empty ones as zeros): one statement over its EndpointMinute rows
+    (deliveries/stats_sql.py), never the attempts themselves."""
+    step_seconds = int(step.total_seconds())
+    sql = ENDPOINT_BUCKETS if connection.vendor == "postgresql" else ENDPOINT_BUCKETS_SQLITE
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "endpoint_id": endpoint_id,
+                # As the ORM stores them (SQLite compares the minute as text).
+                "start": connection.ops.adapt_datetimefield_value(start),
+                "end": connection.ops.adapt_datetimefield_value(start + step * count),
+                "start_epoch": int(start.timestamp()),
+                "step": step_seconds,
+            },
+        )
+        rows = {int(row[0]): [int(n or 0) for n in row[1:]] for row in cursor.fetchall()}
+    outcomes = [o.value for o in Outcome]
+    attempts = dict.fromkeys(outcomes, 0)
+    durations = [0] * (len(DURATION_BOUNDS_MS) + 1)
+    buckets = []
+    for index in range(count):
+        sums = rows.get(index, [0] * (len(outcomes) + len(durations)))
+        by_outcome = dict(zip(outcomes, sums[: len(outcomes)], strict=True))
+        for outcome, n in by_outcome.items():
+            attempts[outcome] += n
+        for i, n in enumerate(sums[len(outcomes) :]):
+            durations[i] += n
+        buckets.append(AttemptBucket(start=start + step * index, **by_outcome))
+    return AttemptFigures(attempts=attempts, durations=durations, buckets=buckets)

@@ -9,6 +9,7 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
+from core import tracing
 from deliveries.lifecycle.endpoint_backlogs import CLEAR_TASK, endpoint_backlog_run
 from deliveries.lifecycle.interventions import delivery_retry_when_free
 from deliveries.wakeups import DELIVER_TASK, RETRY_WHEN_FREE_TASK
@@ -41,6 +42,7 @@ def endpoint_backlog_task(endpoint_id: str) -> None:
 def start_worker(**kwargs: Any) -> None:
     # Start claiming at once: due work may be waiting with no message.
     global _worker
+    tracing.tracing_start(service="homing-worker")  # when OTEL_* ask for it (core/tracing.py)
     _worker = Worker().start()
 
 
@@ -54,3 +56,4 @@ def finish_attempts_under_way(**kwargs: Any) -> None:
         _worker.stop()
         _worker.drain(timeout=settings.HOMING_DELIVERY_TIMEOUT + 5)
         _worker.close()
+    tracing.tracing_close()  # the spans still queued, within its bound

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from django.db import connection
@@ -15,6 +15,7 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
+from deliveries.selectors import AttemptBucket, endpoint_attempt_figures
 from dlq.models import DeadLetter
 from webhooks.models import Endpoint
 
@@ -272,3 +273,61 @@ def dead_letters_matching(*, criteria: Criteria | dict[str, Any]) -> QuerySet[De
 def dead_letters_waiting(*, criteria: Criteria | dict[str, Any]) -> QuerySet[DeadLetter]:
     """The ones a replay would take: matching, not replayed yet."""
     return dead_letters_matching(criteria=criteria).filter(replayed_at__isnull=True)
+
+
+# GET /endpoints/{id}/stats?period=: each period in buckets of a step, the last bucket
+# holding the current minute (so a period reaches back up to one step further).
+STATS_PERIODS = {
+    "1h": (timedelta(minutes=1), 60),
+    "24h": (timedelta(minutes=15), 96),
+    "7d": (timedelta(hours=1), 168),
+}
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    period: str
+    attempts: dict[str, int]  # outcome -> attempts
+    success_rate: float | None  # success / attempts; None without attempts
+    duration_ms: dict[str, int | None]  # p50, p95
+    deliveries: dict[str, int]  # succeeded, dead: deliveries that finished in the period
+    dead_letters: int  # of those that died, the ones still waiting in the queue
+    buckets: list[AttemptBucket]
+
+
+def endpoint_stats(
+    *, endpoint: Endpoint, period: str, now: datetime | None = None
+) -> EndpointStats:
+    """The endpoint's statistics over `period` (a key of STATS_PERIODS), the same for the
+    API, the console and the portal.
+
+    Attempts, their outcomes and durations come from the per-minute figures
+    (EndpointMinute), never from the attempts. `deliveries.succeeded` is the successful
+    attempts (each finishes its delivery); `deliveries.dead` the dead letters written in
+    the period (every death writes one; discarded ones left out) and `dead_letters` those
+    of them still waiting: index-only counts (deadletter_endpoint_dead,
+    deadletter_waiting_endpoint)."""
+    step, count = STATS_PERIODS[period]
+    now = now or timezone.now()
+    epoch = int(now.timestamp())
+    step_seconds = int(step.total_seconds())
+    last = datetime.fromtimestamp(epoch - epoch % step_seconds, tz=now.tzinfo)
+    start = last - step * (count - 1)
+    figures = endpoint_attempt_figures(endpoint_id=endpoint.id, start=start, step=step, count=count)
+    total = sum(figures.attempts.values())
+    died = DeadLetter.objects.filter(endpoint_id=endpoint.id, dead_at__gte=start)
+    return EndpointStats(
+        period=period,
+        attempts=figures.attempts,
+        success_rate=figures.attempts["success"] / total if total else None,
+        duration_ms={
+            "p50": figures.duration_quantile(0.5),
+            "p95": figures.duration_quantile(0.95),
+        },
+        deliveries={
+            Delivery.Status.SUCCEEDED: figures.attempts["success"],
+            Delivery.Status.DEAD: died.filter(discarded_at__isnull=True).count(),
+        },
+        dead_letters=died.filter(replayed_at__isnull=True, discarded_at__isnull=True).count(),
+        buckets=figures.buckets,
+    )

@@ -257,6 +257,10 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
         "filters": filters,
         "filter_query": kept.urlencode(),
         "filter_text": json.dumps(detail.endpoint.filter, indent=2, ensure_ascii=False),
+        **selectors.endpoint_stats_shown(
+            endpoint=detail.endpoint, period=request.GET.get("period")
+        ),
+        "stats_url": reverse("portal:endpoint", args=[detail.endpoint.pk]),
     }
     return _page(request, "portal/endpoint.html", {**context, "secret": secret})
 

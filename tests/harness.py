@@ -215,6 +215,8 @@ CLAIMS_TESTS = [
     "tests/deliveries/worker/test_budget.py",
     # recording's and health's SQLite twins (deliveries/lifecycle/record_sql.py)
     "tests/deliveries/lifecycle/test_record_sql.py",
+    # the endpoint statistics' twin (deliveries/stats_sql.py)
+    "tests/deliveries/test_stats_sql.py",
 ]
 
 

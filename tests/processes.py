@@ -111,7 +111,14 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1, message: s
 class Web:
     """A real gunicorn web process, as the Procfile runs it, on a free port."""
 
-    def __init__(self, log_dir, name: str, threads: int = 2, workers: int = 1) -> None:
+    def __init__(
+        self,
+        log_dir,
+        name: str,
+        threads: int = 2,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+    ) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -132,6 +139,7 @@ class Web:
                 str(threads),
             ],
             log_dir,
+            **(env or {}),
         )
         wait_until(self._up, timeout=30, message=f"{name} did not start: {self.process.log()}")
 
@@ -142,10 +150,16 @@ class Web:
             return False
         return True
 
-    def call(self, method: str, path: str, *, key: str, body=None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, *, key: str, body=None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
-            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            headers = {
+                "Authorization": f"Bearer {key}",
+                "Content-Type": "application/json",
+                **(headers or {}),
+            }
             payload = None if body is None else json.dumps(body)
             connection.request(method, path, body=payload, headers=headers)
             response = connection.getresponse()

@@ -197,6 +197,9 @@ class Event(models.Model):
     # Deliveries of events with one key go to each endpoint one at a time, in order.
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null: no key)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The W3C trace context the event came with (core/tracing.py: `traceparent`, and
+    # `tracestate` after a newline), so that every attempt, however late, joins that trace.
+    trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (null: none sent)
 
     class Meta:
         indexes = [

@@ -27,6 +27,19 @@ def new_idempotency_key() -> str:
 API_ROOT = "/api/v1"
 
 
+def trace_headers() -> dict[str, str]:
+    """The W3C trace context (`traceparent`, `tracestate`) of the caller's current span
+    when OpenTelemetry is installed (the `[otel]` extra), so every webhook of the event
+    continues the producer's trace; nothing without it or outside a span."""
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate")}
+
+
 def server_root(base_url: str) -> str:
     """Homing's root URL from its root or its API root, without a trailing slash."""
     root = base_url.rstrip("/")
@@ -153,6 +166,7 @@ class Client:
                 "Accept": "application/json",
                 "Idempotency-Key": key,
                 "User-Agent": USER_AGENT,
+                **trace_headers(),
             },
         )
         try:

@@ -95,6 +95,20 @@ class EventCreateSerializer(serializers.Serializer):
     ordering_key = serializers.RegexField(
         r"^[^\x00-\x1f\x7f-\x9f]{1,255}$", required=False, allow_null=True, max_length=255
     )
+    # The producer's W3C trace context for this event (core/tracing.py); a batch item's
+    # own wins over the request's `traceparent` header.
+    traceparent = serializers.RegexField(
+        r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        required=False,
+        allow_null=True,
+        help_text="W3C traceparent of the producer's span for this event.",
+    )
+    tracestate = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=512,
+        help_text="W3C tracestate, kept with traceparent (dropped when over 512 characters).",
+    )
 
 
 class EventBatchCreateSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ whose `post` documents the route in the OpenAPI schema and delegates here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 import threading
@@ -23,6 +24,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from api.errors import api_error_response, render_json
+from core import tracing
 from core.exceptions import Busy, HomingError, InvalidInput, PayloadTooLarge
 from deliveries.intake.backpressure import intake_admit, intake_admitted
 from deliveries.intake.ingest import IngestedEvent, events_ingest
@@ -114,12 +116,50 @@ def _accept(
         tenant = tenant_from_authorization(request.META.get("HTTP_AUTHORIZATION", ""))
         key = _idempotency_key(request)
         body = _body(request, limit)
+        # The producer's trace context (W3C headers; an invalid one is ignored).
+        context = None
+        if "HTTP_TRACEPARENT" in request.META:
+            context = tracing.trace_context_of(
+                request.META["HTTP_TRACEPARENT"], request.META.get("HTTP_TRACESTATE")
+            )
         with _memory_for(body):
             # The parsed body lives in _parse_and_ingest's frame only, so it is freed before
             # the place is given back, whether that answered 202 or an error.
-            return _parse_and_ingest(tenant, key, body, validate=validate, shape=shape)
+            if tracing.tracer is None:
+                return _parse_and_ingest(
+                    tenant, key, body, validate=validate, shape=shape, context=context
+                )
+            with _ingest_span(request, tenant, context) as (span, own):
+                response = _parse_and_ingest(
+                    tenant, key, body, validate=validate, shape=shape, context=context or own
+                )
+                span.set_attribute("http.response.status_code", response.status_code)
+                return response
     except (ApiKeyRefused, HomingError) as exc:
         return api_error_response(exc)
+
+
+@contextlib.contextmanager
+def _ingest_span(
+    request: HttpRequest, tenant: Tenant, context: str | None
+) -> Iterator[tuple[Any, str | None]]:
+    """The ingest request's span (tracing on only), a child of the producer's context;
+    yields it with its own trace context, which events that came without one keep, so
+    their attempts still join the trace of the request that brought them."""
+    assert tracing.tracer is not None
+    from opentelemetry.trace import SpanKind
+
+    with tracing.tracer.start_as_current_span(
+        f"POST {request.path}",
+        context=tracing.parent_of(context),
+        kind=SpanKind.SERVER,
+        attributes={
+            "http.request.method": "POST",
+            "url.path": request.path,
+            **tracing.attributes_of(tenant_id=tenant.pk),
+        },
+    ) as span:
+        yield span, tracing.span_trace_context(span)
 
 
 def _parse_and_ingest(
@@ -129,10 +169,16 @@ def _parse_and_ingest(
     *,
     validate: Callable[[Any, bytes], list[EventInput]],
     shape: Callable[[Sequence[IngestedEvent]], dict[str, Any]],
+    context: str | None,
 ) -> HttpResponse:
     try:
         payload = json_body_parse(body=body)
         inputs = validate(payload, body)
+        if context is not None:  # a batch item's own traceparent wins over the request's
+            inputs = [
+                i if i.trace_context else dataclasses.replace(i, trace_context=context)
+                for i in inputs
+            ]
         events_data_check(
             tenant=tenant,
             inputs=inputs,
@@ -145,11 +191,30 @@ def _parse_and_ingest(
         def produce() -> tuple[int, bytes]:
             events = events_ingest(tenant=tenant, inputs=inputs)
             intake_admitted(tenant=tenant, deliveries=sum(len(e.deliveries) for e in events))
+            if tracing.tracer is not None:
+                _events_on_span(events)
             return 202, render_json(shape(events))
 
         return _answer(tenant, key=key, payload=payload, produce=produce)
     except HomingError as exc:
         return api_error_response(exc)
+
+
+def _events_on_span(events: Sequence[IngestedEvent]) -> None:
+    """One span event per ingested event on the ingest span (a batch is one span)."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    span.set_attribute("homing.events", len(events))
+    for event in events:
+        span.add_event(
+            "event",
+            {
+                "homing.event_id": event.id,
+                "homing.event_type": event.type,
+                "homing.deliveries": len(event.deliveries),
+            },
+        )
 
 
 def _idempotency_key(request: HttpRequest) -> str | None:

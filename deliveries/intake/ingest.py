@@ -172,6 +172,7 @@ def _insert_routed(
         ),
         "event_ids": text_array(event_ids),
         "types": text_array([item.type for item in inputs]),
+        "trace_contexts": text_array([item.trace_context or "" for item in inputs]),
         "delivery_ids": text_array([d.id for d in every]),
         "delivery_event_ids": text_array([d.event_id for d in every]),
         "endpoint_ids": text_array([d.endpoint_id for d in every]),
@@ -194,7 +195,13 @@ def _ingest_with_the_orm(
     *, tenant: Tenant, inputs: Sequence[EventInput], exclude_endpoint_id: str | None = None
 ) -> list[IngestedEvent]:
     events = [
-        Event(tenant=tenant, type=item.type, data=item.data, ordering_key=item.ordering_key)
+        Event(
+            tenant=tenant,
+            type=item.type,
+            data=item.data,
+            ordering_key=item.ordering_key,
+            trace_context=item.trace_context,
+        )
         for item in inputs
     ]
     Event.objects.bulk_create(events)

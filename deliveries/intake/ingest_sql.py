@@ -40,7 +40,9 @@ ORDER BY e.id
 #   NULL column and the whole statement (routing.routing_changed tells it apart).
 #   MATERIALIZED: read once, not once per event.
 # - new_events: every event of the call, sharing %(now)s; `data` is the n-th element of
-#   one jsonb array. RETURNING: new_rows can count them.
+#   one jsonb array; `trace_context` the n-th of a text array, '' for none (a text array
+#   literal has no NULL: core/postgresql/prepared.text_array). RETURNING: new_rows can
+#   count them.
 # - new_rows: the deliveries as rows, n their place in the list. Counted (not EXISTS,
 #   which would stop at its first row): new_events runs to its end before the first row
 #   of new_rows, so before the upsert reading them.
@@ -59,9 +61,11 @@ WITH gate AS MATERIALIZED (
         (SELECT version FROM webhooks_routingversion WHERE tenant_id = %(tenant_id)s), 0
     ) = %(version)s
 ), new_events AS (
-    INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key)
-    SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL
-    FROM unnest(%(event_ids)s::text[], %(types)s::text[]) WITH ORDINALITY AS e(id, type, n)
+    INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key, trace_context)
+    SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL,
+        NULLIF(e.trace_context, '')
+    FROM unnest(%(event_ids)s::text[], %(types)s::text[], %(trace_contexts)s::text[])
+        WITH ORDINALITY AS e(id, type, trace_context, n)
     RETURNING id
 ), new_rows AS (
     SELECT * FROM unnest(
@@ -98,9 +102,11 @@ WITH gate AS MATERIALIZED (
         (SELECT version FROM webhooks_routingversion WHERE tenant_id = %(tenant_id)s), 0
     ) = %(version)s
 )
-INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key)
-SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL
-FROM unnest(%(event_ids)s::text[], %(types)s::text[]) WITH ORDINALITY AS e(id, type, n)
+INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key, trace_context)
+SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL,
+    NULLIF(e.trace_context, '')
+FROM unnest(%(event_ids)s::text[], %(types)s::text[], %(trace_contexts)s::text[])
+    WITH ORDINALITY AS e(id, type, trace_context, n)
 """
 
 # INGEST_GATED inside a caller's transaction: the routing was read in it just before, so
@@ -109,9 +115,11 @@ INGEST_UNGATED = """
 WITH gate AS MATERIALIZED (
     SELECT %(tenant_id)s::text
 ), new_events AS (
-    INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key)
-    SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL
-    FROM unnest(%(event_ids)s::text[], %(types)s::text[]) WITH ORDINALITY AS e(id, type, n)
+    INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key, trace_context)
+    SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL,
+        NULLIF(e.trace_context, '')
+    FROM unnest(%(event_ids)s::text[], %(types)s::text[], %(trace_contexts)s::text[])
+        WITH ORDINALITY AS e(id, type, trace_context, n)
     RETURNING id
 ), new_rows AS (
     SELECT * FROM unnest(
@@ -145,9 +153,11 @@ INGEST_UNGATED_EVENTS_ONLY = """
 WITH gate AS MATERIALIZED (
     SELECT %(tenant_id)s::text
 )
-INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key)
-SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL
-FROM unnest(%(event_ids)s::text[], %(types)s::text[]) WITH ORDINALITY AS e(id, type, n)
+INSERT INTO webhooks_event (id, tenant_id, type, data, created_at, ordering_key, trace_context)
+SELECT e.id, (SELECT * FROM gate), e.type, (%(data)s::jsonb) -> (e.n::int - 1), %(now)s, NULL,
+    NULLIF(e.trace_context, '')
+FROM unnest(%(event_ids)s::text[], %(types)s::text[], %(trace_contexts)s::text[])
+    WITH ORDINALITY AS e(id, type, trace_context, n)
 """
 
 # Reserve the numbers of new deliveries created through the ORM (creation.py), one item

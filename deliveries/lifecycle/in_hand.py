@@ -22,6 +22,7 @@ class EventInHand:
     type: str
     data: Any  # None where it was not loaded (the sweep, parking)
     created_at: datetime
+    trace_context: str | None = None  # Event.trace_context, where it was loaded (a claim)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +53,7 @@ def in_hand_of(delivery: Delivery) -> InHand:
         id=delivery.id,
         tenant_id=delivery.tenant_id,
         endpoint_id=delivery.endpoint_id,
-        event=EventInHand(event.id, event.type, event.data, event.created_at),
+        event=EventInHand(event.id, event.type, event.data, event.created_at, event.trace_context),
         attempt_count=delivery.attempt_count,
         schedule_offset=delivery.schedule_offset,
         sequence=delivery.sequence,

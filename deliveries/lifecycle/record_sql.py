@@ -138,6 +138,36 @@ WHERE n > 0
 ON CONFLICT (minute, outcome) DO UPDATE SET count = deliveries_attemptminute.count + EXCLUDED.count
 """
 
+# Add one endpoint's attempts of the minute %(minute)s (EndpointMinute): counts by outcome
+# and by duration bucket (attempt_stats.DURATION_BOUNDS_MS), run once per endpoint of a
+# batch (executemany: one pipelined round trip on PostgreSQL), in endpoint order so two
+# recorders never wait on each other's rows in opposite orders. The same on PostgreSQL
+# and SQLite; concurrent recorders add up instead of overwriting.
+ENDPOINT_MINUTES_ADD = """
+INSERT INTO deliveries_endpointminute (
+    endpoint_id, minute, success, retryable, fatal,
+    d_25, d_50, d_100, d_250, d_500, d_1000, d_2500, d_5000, d_10000, d_more
+) VALUES (
+    %(endpoint_id)s, %(minute)s, %(success)s, %(retryable)s, %(fatal)s,
+    %(d_25)s, %(d_50)s, %(d_100)s, %(d_250)s, %(d_500)s, %(d_1000)s, %(d_2500)s, %(d_5000)s,
+    %(d_10000)s, %(d_more)s
+)
+ON CONFLICT (endpoint_id, minute) DO UPDATE SET
+    success = deliveries_endpointminute.success + EXCLUDED.success,
+    retryable = deliveries_endpointminute.retryable + EXCLUDED.retryable,
+    fatal = deliveries_endpointminute.fatal + EXCLUDED.fatal,
+    d_25 = deliveries_endpointminute.d_25 + EXCLUDED.d_25,
+    d_50 = deliveries_endpointminute.d_50 + EXCLUDED.d_50,
+    d_100 = deliveries_endpointminute.d_100 + EXCLUDED.d_100,
+    d_250 = deliveries_endpointminute.d_250 + EXCLUDED.d_250,
+    d_500 = deliveries_endpointminute.d_500 + EXCLUDED.d_500,
+    d_1000 = deliveries_endpointminute.d_1000 + EXCLUDED.d_1000,
+    d_2500 = deliveries_endpointminute.d_2500 + EXCLUDED.d_2500,
+    d_5000 = deliveries_endpointminute.d_5000 + EXCLUDED.d_5000,
+    d_10000 = deliveries_endpointminute.d_10000 + EXCLUDED.d_10000,
+    d_more = deliveries_endpointminute.d_more + EXCLUDED.d_more
+"""
+
 # The last unfinished delivery of each (endpoint, key) of the pairs %(endpoint_ids)s[i],
 # %(keys)s[i] (ordering.py: where a new delivery of that key joins its line), locked FOR
 # SHARE until the caller's transaction ends, so the one finishing it waits and then sees

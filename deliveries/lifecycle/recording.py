@@ -27,7 +27,11 @@ from django.utils import timezone
 from core import counters
 from core.clock import database_now
 from deliveries.lifecycle import retry
-from deliveries.lifecycle.attempt_stats import attempt_minutes_add
+from deliveries.lifecycle.attempt_stats import (
+    attempt_duration_counts,
+    attempt_minutes_add,
+    endpoint_minutes_add,
+)
 from deliveries.lifecycle.health import (
     GONE_REASON,
     HealthChanges,
@@ -137,7 +141,7 @@ def attempts_record(
     except Exception:
         logger.exception("recording a batch of %d attempts failed; row by row", len(outcomes))
         recorded = [_write_row(outcome, expired_only) for outcome in outcomes]
-    _count(recorded)
+    _count(outcomes, recorded)
     return recorded
 
 
@@ -399,16 +403,28 @@ def _attempt_row(delivery: InHand, result: SendResult, started_at: datetime) -> 
     }
 
 
-def _count(recorded: list[Recorded | None]) -> None:
+def _count(outcomes: list[Attempted], recorded: list[Recorded | None]) -> None:
     counts: dict[str, int] = {}
-    for item in recorded:
-        if item is not None and item.sent:
+    by_endpoint: list[tuple[str, str, int]] = []
+    for outcome, item in zip(outcomes, recorded, strict=True):
+        if item is not None and item.sent and outcome.result is not None:
             counts[item.outcome.value] = counts.get(item.outcome.value, 0) + 1
-    if counts:
-        counters.increment_many({f"attempts_{name}": n for name, n in counts.items()})
-        try:
-            attempt_minutes_add(counts=counts, at=timezone.now())
-        except Exception:
-            # The batch has committed: a failed chart figure must not make the recorder
-            # write it again (the second run would find no claim and drop its effects).
-            logger.warning("could not add %s to the attempts per minute", counts, exc_info=True)
+            by_endpoint.append(
+                (outcome.delivery.endpoint_id, item.outcome.value, outcome.result.duration_ms)
+            )
+    if not counts:
+        return
+    counters.increment_many(
+        {
+            **{f"attempts_{name}": n for name, n in counts.items()},
+            **attempt_duration_counts(by_endpoint),  # homing_attempt_duration_seconds
+        }
+    )
+    now = timezone.now()
+    try:
+        attempt_minutes_add(counts=counts, at=now)
+        endpoint_minutes_add(attempts=by_endpoint, at=now)
+    except Exception:
+        # The batch has committed: a failed chart figure must not make the recorder
+        # write it again (the second run would find no claim and drop its effects).
+        logger.warning("could not add %s to the attempts per minute", counts, exc_info=True)

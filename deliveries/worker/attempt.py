@@ -11,8 +11,9 @@ import logging
 import ssl
 import threading
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core import tracing
 from core.clock import database_time
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.lifecycle.recording import Attempted
@@ -21,6 +22,11 @@ from deliveries.results import ErrorKind, SendResult
 from deliveries.transport.sender import Sender
 from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.transport.tokens import ClientCredentials
+from deliveries.worker.attempt_span import (
+    attempt_span_end,
+    attempt_span_headers,
+    attempt_span_start,
+)
 from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import Claimed
 from deliveries.worker.ledger import Ledger
@@ -28,6 +34,9 @@ from deliveries.worker.pacing import Pacing
 from deliveries.worker.recorder import Recorder
 from webhooks.services.endpoint_auth import endpoint_auth_decrypted
 from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +86,16 @@ class Attempts:
         """Send one delivery and hand the result to the recorder; its entry ends once the
         result is recorded, or here if it never reaches the recorder."""
         submitted = False
+        tracer = tracing.tracer  # None while tracing is off: no span is made
+        span = None if tracer is None else attempt_span_start(tracer, delivery)
         try:
             started_at = datetime.now(UTC)  # timezone.now() reads a setting: per attempt
             result = None
             try:
-                result = await self.send(delivery, policy)
+                result = await self.send(delivery, policy, span)
             finally:
+                if span is not None:
+                    attempt_span_end(span, result)
                 self._request_over(delivery, answered=succeeded(result))
             self._recorder.submit(
                 Attempted(delivery, result, started_at, policy),
@@ -105,8 +118,11 @@ class Attempts:
         if successor is not None:
             self._start(successor, current_policy())
 
-    async def send(self, delivery: Claimed, policy: Policy) -> SendResult | None:
-        """The attempt's result, or None when the endpoint was deactivated since the claim."""
+    async def send(
+        self, delivery: Claimed, policy: Policy, span: Span | None = None
+    ) -> SendResult | None:
+        """The attempt's result, or None when the endpoint was deactivated since the claim.
+        `span`: the attempt's span while tracing is on (its `traceparent` goes along)."""
         endpoint = delivery.endpoint
         if not endpoint.is_active:
             return None
@@ -129,6 +145,12 @@ class Attempts:
                 ),
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
+            if span is not None:
+                headers.update(attempt_span_headers(span))
+            elif event.trace_context is not None:
+                # Tracing off: the webhook carries the event's trace context as it came,
+                # so the receiver still joins the producer's trace (CONTRACT section 3).
+                headers.update(tracing.trace_headers(event.trace_context))
             auth = client_credentials(endpoint_auth_decrypted(auth=endpoint.auth))
             certificate = endpoint_client_certificate(endpoint=endpoint)  # built at the claim
         except ssl.SSLError as exc:  # checked on save: OpenSSL's rules changed since

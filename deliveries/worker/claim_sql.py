@@ -48,8 +48,9 @@ LIMIT %(limit)s
 #   one claim took 1,853 rows for a limit of 100).
 # - The locked rows are updated by primary key alone: with the conditions repeated, the
 #   planner could also find them by scanning every due row.
-# - The claimed rows come back with their event (type, data, time): the body to sign,
-#   without a second query per batch (building it from 100 ids cost more than the claim).
+# - The claimed rows come back with their event (type, data, time, trace context): the
+#   body to sign and the attempt span's parent, without a second query per batch
+#   (building it from 100 ids cost more than the claim).
 # - The parameters are bound client-side (Django's psycopg default), so the planner sees
 #   the attempt filter's booleans as constants and folds the filter away.
 CLAIM = """
@@ -73,7 +74,8 @@ WITH picked AS MATERIALIZED (
         ordering_key, head_since
 )
 SELECT c.id, c.tenant_id, c.event_id, c.endpoint_id, c.attempt_count, c.schedule_offset,
-    c.sequence, c.ordering_key, c.head_since, ev.type, ev.data, ev.created_at
+    c.sequence, c.ordering_key, c.head_since, ev.type, ev.data, ev.created_at,
+    ev.trace_context
 FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id
 """
 

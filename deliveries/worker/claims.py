@@ -230,7 +230,7 @@ def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) ->
         cursor.execute(claim_sql.CLAIM, params)
         # jsonb comes back as text (Django's loader): decoded here, once per delivery.
         return [
-            (*row[:9], EventInHand(row[2], row[9], json.loads(row[10]), row[11]))
+            (*row[:9], EventInHand(row[2], row[9], json.loads(row[10]), row[11], row[12]))
             for row in cursor.fetchall()
         ]
 

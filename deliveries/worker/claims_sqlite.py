@@ -73,9 +73,9 @@ def _with_events(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Each claimed row with its event in hand at the end, as the PostgreSQL claim
     returns them (SQLite's RETURNING cannot join)."""
     events = {
-        event_id: EventInHand(event_id, event_type, data, created_at)
-        for event_id, event_type, data, created_at in Event.objects.filter(
+        event_id: EventInHand(event_id, event_type, data, created_at, trace_context)
+        for event_id, event_type, data, created_at, trace_context in Event.objects.filter(
             pk__in={row[2] for row in rows}
-        ).values_list("id", "type", "data", "created_at")
+        ).values_list("id", "type", "data", "created_at", "trace_context")
     }
     return [(*row, events[row[2]]) for row in rows]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
+from core import tracing
 from deliveries.lifecycle.policy import LEASE_MARGIN_SECONDS
 from deliveries.lifecycle.recording import (
     DATABASE_UNAVAILABLE,
@@ -106,7 +107,7 @@ class Recorder:
         while True:
             try:
                 close_old_connections()
-                return attempts_record(outcomes=outcomes)
+                return _record(outcomes)
             except DATABASE_UNAVAILABLE:
                 connection.close()
                 if time.monotonic() > deadline:
@@ -121,3 +122,15 @@ class Recorder:
             except Exception:
                 logger.exception("recording %d attempts failed", len(outcomes))
                 return [None] * len(outcomes)
+
+
+def _record(outcomes: list[Attempted]) -> list[Recorded | None]:
+    """attempts_record, in a span of its own while tracing is on (a batch of many events'
+    attempts belongs to no one trace: a root span, each attempt's span has the detail)."""
+    tracer = tracing.tracer
+    if tracer is None:
+        return attempts_record(outcomes=outcomes)
+    with tracer.start_as_current_span(
+        "record attempts", attributes={"homing.attempts": len(outcomes)}
+    ):
+        return attempts_record(outcomes=outcomes)

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from api.fields import StrictCharField
 from dlq.models import DeadLetter
+from dlq.selectors import STATS_PERIODS
 
 
 class DeadLetterSerializer(serializers.ModelSerializer):
@@ -54,3 +55,41 @@ class RecoverSerializer(serializers.Serializer):
         if "until" in attrs and attrs["until"] < attrs["since"]:
             raise serializers.ValidationError({"until": ["Must not be before since."]})
         return attrs
+
+
+class StatsQuerySerializer(serializers.Serializer):
+    """`?period=` of GET /endpoints/{id}/stats."""
+
+    period = serializers.ChoiceField(choices=list(STATS_PERIODS), default="24h")
+
+
+class StatsOutcomesSerializer(serializers.Serializer):
+    success = serializers.IntegerField()
+    retryable = serializers.IntegerField()
+    fatal = serializers.IntegerField()
+
+
+class StatsBucketSerializer(StatsOutcomesSerializer):
+    start = serializers.DateTimeField()
+
+
+class StatsDurationSerializer(serializers.Serializer):
+    p50 = serializers.IntegerField(allow_null=True)
+    p95 = serializers.IntegerField(allow_null=True)
+
+
+class StatsDeliveriesSerializer(serializers.Serializer):
+    succeeded = serializers.IntegerField()
+    dead = serializers.IntegerField()
+
+
+class EndpointStatsSerializer(serializers.Serializer):
+    """dlq.selectors.EndpointStats: figures from the per-minute attempt table."""
+
+    period = serializers.ChoiceField(choices=list(STATS_PERIODS))
+    attempts = StatsOutcomesSerializer()
+    success_rate = serializers.FloatField(allow_null=True)
+    duration_ms = StatsDurationSerializer()
+    deliveries = StatsDeliveriesSerializer()
+    dead_letters = serializers.IntegerField()
+    buckets = StatsBucketSerializer(many=True)

@@ -18,5 +18,6 @@ urlpatterns = [
     path(
         "dead-letters/<str:pk>/replay", views.DeadLetterReplay.as_view(), name="dead-letter-replay"
     ),
+    path("endpoints/<str:pk>/stats", views.EndpointStats.as_view(), name="endpoint-stats"),
     path("endpoints/<str:pk>/recover", views.EndpointRecover.as_view(), name="endpoint-recover"),
 ]

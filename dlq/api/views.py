@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,11 +15,18 @@ from dlq.api.serializers import (
     BulkSelectionSerializer,
     DeadLetterSerializer,
     DiscardedSerializer,
+    EndpointStatsSerializer,
     RecoverSerializer,
     ReplayedSerializer,
+    StatsQuerySerializer,
 )
 from dlq.models import DeadLetter
-from dlq.selectors import dead_letters_in_queue, dead_letters_matching
+from dlq.selectors import (
+    STATS_PERIODS,
+    dead_letters_in_queue,
+    dead_letters_matching,
+    endpoint_stats,
+)
 from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay
 from dlq.services.replay_jobs import endpoint_recover, replay_job_create
@@ -144,3 +151,34 @@ class EndpointRecover(TenantScoped, generics.GenericAPIView):
             endpoint=endpoint, criteria=scope_of(request).criteria(), **window.validated_data
         )
         return Response({"replayed": job.total}, status=status.HTTP_202_ACCEPTED)
+
+
+class EndpointStats(TenantScoped, generics.GenericAPIView):
+    """The endpoint's attempts by outcome, success rate, p50/p95 attempt duration,
+    deliveries finished and dead letters over a period, with per-interval buckets (1h:
+    minutes, 24h: quarter hours, 7d: hours), from the per-minute figures."""
+
+    model = Endpoint
+    serializer_class = EndpointStatsSerializer
+    consumer_allowed = True
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "period",
+                str,
+                OpenApiParameter.QUERY,
+                enum=list(STATS_PERIODS),
+                default="24h",
+                allow_blank=True,  # `?period=` is the default, as a browser form sends it
+                description="The period: 1h (buckets of a minute), 24h (15 min), 7d (1 h).",
+            )
+        ],
+        responses={200: EndpointStatsSerializer},
+    )
+    def get(self, request: Request, pk: str) -> Response:
+        endpoint = self.get_object()
+        query = StatsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        stats = endpoint_stats(endpoint=endpoint, period=query.validated_data["period"])
+        return Response(EndpointStatsSerializer(stats).data)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
+from core import tracing
 from core.clock import database_now
 from core.exceptions import HomingError
 from deliveries.intake.backpressure import work_admit, work_admitted
 from deliveries.models import Delivery
 from deliveries.wakeups import publish_deliveries_on_commit
 from dlq.models import DeadLetter
+from webhooks.models import Event
 
 
 class NotReplayable(HomingError):
@@ -29,7 +33,7 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
         raise NotReplayable("The endpoint is deactivated; activate it, then replay.")
     # Counted like an event (CONTRACT section 2): 429 while the tenant's backlog is full.
     work_admit(tenant_id=dead_letter.tenant_id)
-    if dead_letters_replay(dead_letters=[dead_letter]) != 1:
+    if dead_letters_replay(dead_letters=[dead_letter], one=dead_letter) != 1:
         # Another replay or a manual retry got there first: say where the delivery is.
         status = (
             Delivery.objects.filter(pk=dead_letter.delivery_id)
@@ -43,9 +47,43 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
 
 
 @transaction.atomic
-def dead_letters_replay(*, dead_letters: Iterable[DeadLetter]) -> int:
+def dead_letters_replay(
+    *, dead_letters: Iterable[DeadLetter], one: DeadLetter | None = None
+) -> int:
     """Replay each dead letter whose delivery is still dead and whose endpoint is active;
-    returns how many were replayed."""
+    returns how many were replayed. With tracing on, in a span of its own (`one`: the
+    replay of that one letter, a child of its event's trace)."""
+    if tracing.tracer is None:
+        return _replay(dead_letters)
+    with _replay_span(one) as span:
+        replayed = _replay(dead_letters)
+        span.set_attribute("homing.replayed", replayed)
+        return replayed
+
+
+@contextlib.contextmanager
+def _replay_span(one: DeadLetter | None) -> Iterator[Any]:
+    assert tracing.tracer is not None
+    parent, attributes = None, {}
+    if one is not None:
+        # The event may be gone (retention dropped its partition): then a new trace.
+        parent = Event.objects.filter(pk=one.event_id).values_list("trace_context", flat=True)
+        attributes = tracing.attributes_of(
+            tenant_id=one.tenant_id,
+            endpoint_id=one.endpoint_id,
+            event_id=one.event_id,
+            delivery_id=one.delivery_id,
+            dead_letter_id=one.pk,
+        )
+    with tracing.tracer.start_as_current_span(
+        "dead letter replay",
+        context=tracing.parent_of(parent.first() if parent is not None else None),
+        attributes=attributes,
+    ) as span:
+        yield span
+
+
+def _replay(dead_letters: Iterable[DeadLetter]) -> int:
     now = database_now()
     replayed: dict[str, str] = {}  # delivery id -> dead letter id
     for letter in dead_letters:

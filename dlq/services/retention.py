@@ -1,5 +1,6 @@
 """Retention: finished events older than HOMING_RETENTION go, with their deliveries and
-attempts; so do expired idempotency records.
+attempts; so do expired idempotency records, and the endpoint statistics' minutes older
+than the longest period they answer for.
 
 An event is finished when every delivery of it has succeeded or is dead with its dead
 letter settled (replayed, or discarded where dead letters can be discarded). A dead
@@ -23,7 +24,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from core.clock import database_now
-from deliveries.models import Attempt, Delivery, SequenceCounter
+from deliveries.models import Attempt, Delivery, EndpointMinute, SequenceCounter
 from dlq.models import DeadLetter
 from webhooks.models import Event, IdempotencyRecord
 
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 # Events per transaction: a few thousand rows locked for a few milliseconds at most.
 BATCH_SIZE = 500
 FINISHED = (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD)
+# EndpointMinute rows are read for at most 7 days (dlq.selectors.STATS_PERIODS) and an
+# hour's bucket alignment: older ones go, whatever HOMING_RETENTION.
+ENDPOINT_MINUTES_KEPT = timedelta(days=7, hours=2)
 
 
 @dataclass
@@ -80,6 +84,8 @@ def retention_purge(
         _purge_idempotency_records(
             now=now, report=report, dry_run=dry_run, batch_size=batch_size, deadline=deadline
         )
+        if not dry_run:
+            _purge_endpoint_minutes(now=now, batch_size=batch_size * 10, deadline=deadline)
     if not dry_run and any(report.as_dict().values()):
         logger.info("retention purge: %s", report, extra=report.as_dict())
     return report
@@ -169,3 +175,23 @@ def _purge_idempotency_records(
         if deadline is not None and time.monotonic() > deadline:
             report.complete = False
             return
+
+
+def _purge_endpoint_minutes(*, now: datetime, batch_size: int, deadline: float | None) -> None:
+    """Delete the endpoint statistics' minutes past ENDPOINT_MINUTES_KEPT, oldest first.
+
+    Walks the primary key: a row is made when its minute is the present one (recording
+    upserts into the minute under way), so id order is minute order, and no index on
+    `minute` alone has to be written by every recorded batch for this."""
+    cutoff = now - ENDPOINT_MINUTES_KEPT
+    deleted = 0
+    while True:
+        oldest = EndpointMinute.objects.order_by("pk").values_list("pk", "minute")[:batch_size]
+        ids = [pk for pk, minute in oldest if minute < cutoff]
+        if not ids:
+            break
+        deleted += EndpointMinute.objects.filter(pk__in=ids).delete()[0]
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    if deleted:
+        logger.info("retention purge: %d endpoint statistics minutes", deleted)

@@ -24,6 +24,7 @@ from homing_receiver.sequences import (
     SequenceTracker,
     sequence_from_headers,
 )
+from homing_receiver.tracing import parent_context, trace_headers
 from homing_receiver.verify import Webhook
 
 __version__ = "0.1.0"
@@ -45,5 +46,7 @@ __all__ = [
     "Webhook",
     "WebhookVerificationError",
     "catch_up",
+    "parent_context",
     "sequence_from_headers",
+    "trace_headers",
 ]

@@ -261,3 +261,20 @@ def test_publish_batch_raises_on_a_refused_batch(server: Receiver) -> None:
         Client(base_url(server), "k").publish_batch([{"type": "a.b", "data": {}}] * 2, "batch-1")
     assert raised.value.status == 400 and "events[1].type" in raised.value.message
     assert keys(server) == ["batch-1"]
+
+
+def test_it_sends_the_current_spans_trace_context(server: Receiver) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    server.behaviour = lambda request, n: accepted()
+    tracer = TracerProvider().get_tracer("producer")
+    with tracer.start_as_current_span("checkout") as span:
+        Client(base_url(server), "k").publish("order.created", {})
+        context = span.get_span_context()
+    Client(base_url(server), "k").publish("order.created", {})  # outside any span
+
+    inside, outside = server.requests
+    assert inside.headers["traceparent"] == (
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    )
+    assert "traceparent" not in outside.headers

@@ -163,3 +163,37 @@ def test_a_scrape_reads_a_bounded_number_of_rows_however_big_the_tables(alice):
     assert metric(text, 'homing_deliveries{status="pending"}') == pytest.approx(50_001, rel=0.05)
     assert metric(text, 'homing_deliveries{status="dead"}') == pytest.approx(50_000, rel=0.05)
     assert metric(text, "homing_dead_letters") == pytest.approx(50_000, rel=0.05)
+
+
+def test_attempt_durations_are_a_histogram_by_outcome(alice):
+    from deliveries.lifecycle.policy import current_policy
+    from deliveries.lifecycle.recording import Attempted, attempts_record
+    from deliveries.results import SendResult
+    from deliveries.worker.claims import deliveries_claim
+
+    alice.client.post("/api/v1/endpoints", {"url": "http://127.0.0.1:9/h"}, format="json")
+    answers = [(200, 20), (200, 80), (200, 3000), (503, 12000)]
+    for _ in answers:
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {}}, format="json")
+    claimed = deliveries_claim(limit=10, policy=current_policy())
+    attempts_record(
+        outcomes=[
+            Attempted(d, SendResult(code, None, b"", None, ms), timezone.now(), current_policy())
+            for d, (code, ms) in zip(claimed, answers, strict=True)
+        ]
+    )
+
+    text = Client().get("/metrics").content.decode()
+
+    assert "# TYPE homing_attempt_duration_seconds histogram" in text
+    bucket = 'homing_attempt_duration_seconds_bucket{{outcome="{}",le="{}"}}'
+    assert metric(text, bucket.format("success", "0.025")) == 1
+    assert metric(text, bucket.format("success", "0.1")) == 2
+    assert metric(text, bucket.format("success", "2.5")) == 2
+    assert metric(text, bucket.format("success", "5")) == 3
+    assert metric(text, bucket.format("success", "+Inf")) == 3
+    assert metric(text, 'homing_attempt_duration_seconds_sum{outcome="success"}') == 3.1
+    assert metric(text, 'homing_attempt_duration_seconds_count{outcome="success"}') == 3
+    assert metric(text, bucket.format("retryable", "10")) == 0
+    assert metric(text, bucket.format("retryable", "+Inf")) == 1
+    assert metric(text, 'homing_attempt_duration_seconds_count{outcome="fatal"}') == 0

@@ -347,3 +347,25 @@ def test_tenants_page_by_name_with_a_keyset(make_actor):
     assert cursor
     rest, end = selectors.tenant_page(cursor=cursor, size=2)
     assert [r.tenant.name for r in first + rest] == ["Alice", "Bob", "Carol"] and end is None
+
+
+def test_the_endpoint_page_shows_the_endpoints_statistics_for_a_period(staff, alice):
+    shop = Endpoint.objects.create(tenant=alice.tenant, url="http://127.0.0.1:9/h")
+    for n in range(4):
+        alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
+    answers = [(200, 10), (200, 10), (200, 10), (503, 600)]
+    claimed = deliveries_claim(limit=10, policy=current_policy())
+    attempts_record(
+        outcomes=[
+            Attempted(d, SendResult(code, None, b"", None, ms), timezone.now(), current_policy())
+            for d, (code, ms) in zip(claimed, answers, strict=True)
+        ]
+    )
+
+    page = staff.get(f"/endpoints/{shop.id}/?period=1h").content.decode()
+
+    assert "75 %" in page and "3 ok · 1 retryable · 0 fatal" in page
+    assert "<strong>1h</strong>" in page and f'href="/endpoints/{shop.id}/?period=7d"' in page
+    assert 'class="chart endpoint-chart"' in page
+    # An unknown period shows the default one rather than failing.
+    assert "<strong>24h</strong>" in staff.get(f"/endpoints/{shop.id}/?period=2y").content.decode()

@@ -99,3 +99,19 @@ def test_a_time_budget_stops_between_batches(ep):
 
     assert (first.events, first.complete) == (1, False)
     assert (rest.events, rest.complete) == (3, True)
+
+
+def test_it_purges_endpoint_statistics_minutes_older_than_a_week(db):
+    from deliveries.models import EndpointMinute
+
+    now = timezone.now().replace(second=0, microsecond=0)
+    ages = [timedelta(days=9), timedelta(days=8), timedelta(days=6, hours=23), timedelta(0)]
+    for age in ages:  # made oldest first, as recording makes them
+        EndpointMinute.objects.create(endpoint_id="ep_shop", minute=now - age, success=1)
+
+    retention_purge(dry_run=True)
+    assert EndpointMinute.objects.count() == 4  # a dry run deletes nothing
+    retention_purge()
+
+    kept = sorted(now - row.minute for row in EndpointMinute.objects.all())
+    assert kept == [timedelta(0), timedelta(days=6, hours=23)]

@@ -144,6 +144,7 @@ POLICY = {
     ("endpoints/<pk>/secret", "GET"): "allowed",
     ("endpoints/<pk>/test", "POST"): "allowed",
     ("endpoints/<pk>/messages", "GET"): "allowed",
+    ("endpoints/<pk>/stats", "GET"): "allowed",
     ("endpoints/<pk>/recover", "POST"): "allowed",
     ("endpoints/<pk>/filter-test", "POST"): "allowed",
     ("event-types", "GET"): "allowed",  # consumers read the catalog

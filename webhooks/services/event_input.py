@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.exceptions import InvalidInput
+from core.tracing import trace_context_of
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300
@@ -33,6 +34,7 @@ class EventInput:
     type: str
     data: dict[str, Any]
     ordering_key: str | None = None
+    trace_context: str | None = None  # core.tracing.trace_context_of the producer's headers
 
 
 def json_body_parse(*, body: bytes) -> Any:
@@ -89,7 +91,31 @@ def event_input_validate(item: Any, *, field_prefix: str = "") -> EventInput:
             f"{field_prefix}ordering_key",
             "Must be null or 1 to 255 printable characters (no control characters).",
         )
-    return EventInput(type=event_type, data=data, ordering_key=ordering_key)
+    trace_context = None
+    if "traceparent" in item:
+        trace_context = _trace_context(item, field_prefix)
+    return EventInput(
+        type=event_type, data=data, ordering_key=ordering_key, trace_context=trace_context
+    )
+
+
+def _trace_context(item: dict[str, Any], field_prefix: str) -> str | None:
+    """An item's own `traceparent` (and `tracestate`): the W3C trace context of the
+    producer's span for this event. Sent in the body on purpose, so a malformed one is a
+    400 naming it (a header's is ignored, as the W3C spec says for headers)."""
+    traceparent, tracestate = item["traceparent"], item.get("tracestate")
+    if traceparent is None:
+        return None
+    if tracestate is not None and not isinstance(tracestate, str):
+        raise InvalidInput(f"{field_prefix}tracestate", "Must be a string or null.")
+    kept = trace_context_of(traceparent, tracestate) if isinstance(traceparent, str) else None
+    if kept is None:
+        raise InvalidInput(
+            f"{field_prefix}traceparent",
+            "Must be null or a W3C traceparent, e.g. "
+            "`00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01`.",
+        )
+    return kept
 
 
 def json_storable_check(*, value: Any, field: str) -> None:

@@ -4,6 +4,7 @@ event comes in is made on purpose."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 
@@ -23,11 +24,11 @@ from webhooks.services.event_input import EventInput
 # (and the comment above it) and updates this.
 PINNED = {
     "ROUTING": "fcf58d0a3256d61335f6aa11355ece2df1a2f43717dbb045206ea6905d5b036b",
-    "INGEST_GATED": "de84ac710bc8c22bdb487577ba53c59e954d1d92e6cef219bed357bc656f29b7",
-    "INGEST_GATED_EVENTS_ONLY": "44bab10e41bbcbe8dbc5db89c667f065305c04d6d6813952d018670a257b40a5",
-    "INGEST_UNGATED": "0dade9bb1da02d8b853a09d953ef95ce6afb0440a593480f5ace2e175f127452",
+    "INGEST_GATED": "50836fb02d92204a5eabcd1a0ceec924a7f0ed0f277c6d400c9275dd6bf924f2",
+    "INGEST_GATED_EVENTS_ONLY": "4a2ad43a03b1f4cce7b76ce7b5213f003fdbb39fd0a8038d72aa337dc360ef82",
+    "INGEST_UNGATED": "ad6a9f42b500ba52702b75034efa60b045de9816dec22dfe4d9ebc2a2731f428",
     "INGEST_UNGATED_EVENTS_ONLY": (
-        "019a9f017d22ac929cde783fe7c26130f04fdd8d17fea609a7694297db4f6b99"
+        "28776d583a1aefb2050db9dffe0829545b5c16322304ed698ffd12a952a95ff5"
     ),
     "SEQUENCES_TAKE": "913f21343d86ef05dfd49d7b6f5e85c4da1b4a18add8dfa8337ed6c1ce0e55c1",
 }
@@ -102,6 +103,10 @@ def test_both_reservations_of_sequence_numbers_lock_in_the_same_order() -> None:
     assert _flat(ingest_sql.SEQUENCES_TAKE) == take
 
 
+def _nothing() -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_an_ingestion_outside_a_transaction_runs_the_gated_statement(alice) -> None:
@@ -124,6 +129,28 @@ def test_an_ingestion_outside_a_transaction_runs_the_gated_statement(alice) -> N
     with statements_run() as ran:
         event_ingest(tenant=alice.tenant, event_type="x.y", data={})
     assert ran == [ingest_sql.INGEST_GATED]
+    routing.routing_forget()
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_the_one_statement_keeps_each_events_trace_context(alice) -> None:
+    routing.routing_forget()
+    endpoint_row(alice.tenant)
+    traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nvendor=abc"
+    inputs = [
+        EventInput(type="a.b", data={}, trace_context=traced),
+        EventInput(type="a.b", data={}),
+    ]
+    for in_transaction in (False, True):
+        with (
+            statements_run() as ran,
+            transaction.atomic(durable=False) if in_transaction else _nothing(),
+        ):
+            events = events_ingest(tenant=alice.tenant, inputs=inputs)
+        assert ran[-1] in (ingest_sql.INGEST_GATED, ingest_sql.INGEST_UNGATED)
+        kept = [Event.objects.get(pk=e.id).trace_context for e in events]
+        assert kept == [traced, None]
     routing.routing_forget()
 
 

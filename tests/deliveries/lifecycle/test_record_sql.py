@@ -15,14 +15,14 @@ from django.db import connection
 from django.utils import timezone
 
 from deliveries.lifecycle import backlog_sql, record_sql
-from deliveries.lifecycle.attempt_stats import attempt_minutes_add
+from deliveries.lifecycle.attempt_stats import DURATION_COLUMNS, attempt_minutes_add
 from deliveries.lifecycle.endpoint_backlogs import endpoint_backlogs_waiting
 from deliveries.lifecycle.health import open_circuits_claim_probes
 from deliveries.lifecycle.policy import current_policy
 from deliveries.lifecycle.recording import Attempted, attempts_record
 from deliveries.lifecycle.retry import Outcome
 from deliveries.lifecycle.scheduling import deliveries_recover_expired_leases
-from deliveries.models import Attempt, AttemptMinute, Delivery
+from deliveries.models import Attempt, AttemptMinute, Delivery, EndpointMinute
 from deliveries.results import SendResult
 from deliveries.statuses import UNFINISHED
 from deliveries.worker.claims import deliveries_claim
@@ -61,6 +61,9 @@ PINNED = {
     "record_sql.ATTEMPT_MINUTES_ADD": (
         "5fddd459d69c1549c1e276a2e6e6aed3c0a5e3be0dd6322c31e0c982f5bda438"
     ),
+    "record_sql.ENDPOINT_MINUTES_ADD": (
+        "28019b65ccf4dff191f9cd5e8620397349284b2a4ec44ab6c752cea01b2682b4"
+    ),
     "record_sql.LINE_ENDS": "84a6c53e2634170eb4c34336b965f689ffb1f1f42cf26c416a5f495ee5408710",
     "backlog_sql.INACTIVE_WITH_PENDING": (
         "cccb702334d5d05b3c530c92a36e9daeb21a9198e482878de06438252ebf52e6"
@@ -74,6 +77,7 @@ TABLES = {
     "deliveries_delivery": Delivery,
     "deliveries_attempt": Attempt,
     "deliveries_attemptminute": AttemptMinute,
+    "deliveries_endpointminute": EndpointMinute,
     "webhooks_endpoint": Endpoint,
 }
 
@@ -115,6 +119,24 @@ def test_the_minute_upsert_has_a_parameter_for_every_outcome() -> None:
     sql = record_sql.ATTEMPT_MINUTES_ADD
     assert set(re.findall(r"SELECT '(\w+)'", sql)) == set(Outcome)
     assert {f"%({outcome})s" for outcome in Outcome} <= set(re.findall(r"%\(\w+\)s", sql))
+
+
+def test_the_endpoint_minute_upsert_adds_every_counter() -> None:
+    sql = record_sql.ENDPOINT_MINUTES_ADD
+    counters = {f.column for f in EndpointMinute._meta.concrete_fields} - {
+        "id",
+        "endpoint_id",
+        "minute",
+    }
+    assert {*Outcome, *DURATION_COLUMNS} == counters
+    found = re.search(r"INSERT INTO deliveries_endpointminute \(([^)]*)\)", sql)
+    assert found and {c.strip() for c in found.group(1).split(",")} == counters | {
+        "endpoint_id",
+        "minute",
+    }
+    for column in counters:
+        assert f"%({column})s" in sql
+        assert f"{column} = deliveries_endpointminute.{column} + EXCLUDED.{column}" in sql
 
 
 def test_the_line_ends_are_the_unfinished_deliveries() -> None:
@@ -181,8 +203,11 @@ def test_a_recorded_batch_runs_those_statements(alice) -> None:
             record_sql.ENDPOINTS_NOT_CLOSED,
             record_sql.FAILURES_RESET,
         ]
-    expected.append(record_sql.ATTEMPT_MINUTES_ADD)
+    expected += [record_sql.ATTEMPT_MINUTES_ADD, record_sql.ENDPOINT_MINUTES_ADD]
     assert [sql for sql in ran if sql in expected] == expected
+    # One upsert per endpoint, sent together: each endpoint's minute counts its two.
+    minutes = EndpointMinute.objects.values_list("endpoint_id", "success", "d_25")
+    assert sorted(minutes) == sorted([(shop.id, 2, 2), (crm.id, 2, 2)])
     shop.refresh_from_db()
     assert (shop.consecutive_failures, shop.failing_since) == (0, None)
     crm.refresh_from_db()  # the locked path closed it: its circuit saw a success
