@@ -20,16 +20,12 @@ from deliveries.worker.claims import deliveries_claim
 from dlq.models import DeadLetter
 from dlq.selectors import endpoint_stats
 from tests.databases import statements_run
-from webhooks.models import Endpoint
+from tests.factories import endpoint_row
 
 pytestmark = pytest.mark.django_db
 
 # What alice's shop answers, in turn, with how long it took (ms).
 ANSWERS = [(200, 4), (200, 30), (503, 120), (200, 700), (404, 60), (503, 3000), (200, 8)]
-
-
-def _endpoint(actor) -> Endpoint:
-    return Endpoint.objects.create(tenant=actor.tenant, url="http://127.0.0.1:9/h")
 
 
 def _attempt_all(actor, answers: list[tuple[int, int]]) -> None:
@@ -47,7 +43,7 @@ def _attempt_all(actor, answers: list[tuple[int, int]]) -> None:
 
 
 def test_the_stats_equal_a_count_of_the_attempts_made(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     _attempt_all(alice, ANSWERS)
 
     answer = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=1h")
@@ -79,7 +75,7 @@ def test_the_stats_equal_a_count_of_the_attempts_made(alice) -> None:
 
 
 def test_a_replayed_dead_letter_leaves_the_waiting_count(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     _attempt_all(alice, [(404, 10), (400, 10)])
     letter = DeadLetter.objects.filter(endpoint=shop).earliest("dead_at")
     assert alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay").status_code == 202
@@ -92,7 +88,7 @@ def test_a_replayed_dead_letter_leaves_the_waiting_count(alice) -> None:
 
 
 def test_bob_cannot_read_alices_endpoint_stats(alice, bob) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     assert bob.client.get(f"/api/v1/endpoints/{shop.id}/stats").status_code == 404
     assert alice.client.get(f"/api/v1/endpoints/{shop.id}/stats").json()["period"] == "24h"
     # Given empty, as a browser form sends it: the default, as for every query parameter.
@@ -100,14 +96,14 @@ def test_bob_cannot_read_alices_endpoint_stats(alice, bob) -> None:
 
 
 def test_an_unknown_period_is_refused_naming_it(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     answer = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=2d")
     assert answer.status_code == 400
     assert "period" in answer.json()["errors"] or "period" in str(answer.json())
 
 
 def test_an_endpoint_without_attempts_has_zeros_and_no_rate(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     body = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=7d").json()
     assert body["attempts"] == {"success": 0, "retryable": 0, "fatal": 0}
     assert body["success_rate"] is None
@@ -116,7 +112,7 @@ def test_an_endpoint_without_attempts_has_zeros_and_no_rate(alice) -> None:
 
 
 def test_the_stats_read_the_minutes_never_the_attempts(alice) -> None:
-    shop = _endpoint(alice)
+    shop = endpoint_row(alice.tenant)
     now = datetime(2026, 11, 23, 10, 30, tzinfo=UTC)
     # A week of minutes, each with 100 attempts: 1,008,000 attempts in the period.
     EndpointMinute.objects.bulk_create(
