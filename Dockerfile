@@ -12,15 +12,21 @@ RUN apt-get update -qq \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends binutils \
     > /dev/null
 # The production install, requirements.txt only, in layers of their own: a code change
-# rebuilds just the final stage's last two layers. Then 50 MB that nothing runs go: pip
-# and setuptools, the translation sources (*.po; Django reads the compiled *.mo) and the
-# debug symbols of compiled modules (uvloop ships 12 MB of them).
+# rebuilds just the final stage's last two layers. Then what nothing runs goes: pip and
+# setuptools, the translations (Homing's pages are English: Django's other locales are
+# 11 MB of *.mo, their *.po sources more), the packages' own test suites, the API docs'
+# source maps (7 MB, for debugging Swagger UI itself), and the symbols of compiled
+# modules that nothing links against (uvloop ships 12 MB of them).
 COPY requirements.txt /opt/homing/requirements.txt
 RUN python3 -m venv /opt/homing/venv \
     && /opt/homing/venv/bin/pip install --quiet -r /opt/homing/requirements.txt \
     && /opt/homing/venv/bin/pip uninstall --yes --quiet pip setuptools \
     && find /opt/homing/venv -name '*.po' -delete \
-    && find /opt/homing/venv -name '*.so' -exec strip --strip-debug {} +
+    && find /opt/homing/venv -path '*/locale/*' -name '*.mo' ! -path '*/locale/en/*' -delete \
+    && find /opt/homing/venv -depth -type d -name tests -path '*/site-packages/*' \
+        -exec rm -rf {} + \
+    && find /opt/homing/venv -path '*/static/*' -name '*.map' -delete \
+    && find /opt/homing/venv -name '*.so' -exec strip --strip-unneeded {} +
 
 # --- the image -------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
