@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from console.charts import Chart, attempts_chart, endpoint_stats_chart
 from console.paging import cursor_decode, cursor_encode, newest_first_page
+from core.crypto import DecryptionFailed
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import (
@@ -26,6 +27,7 @@ from dlq.selectors import (
 )
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.scope import Scope
+from webhooks.secrets import ED25519
 from webhooks.services.endpoint_auth import auth_shown
 from webhooks.services.endpoint_certificates import certificate_info
 from webhooks.services.endpoints import endpoint_public_key
@@ -208,10 +210,21 @@ class EndpointTransport:
 def endpoint_transport(*, endpoint: Endpoint) -> EndpointTransport:
     return EndpointTransport(
         signing=endpoint.signing,
-        public_key=endpoint_public_key(endpoint=endpoint),
+        public_key=_public_key(endpoint),
         auth=auth_shown(endpoint.auth),
         certificate=certificate_info(stored=endpoint.tls_client_certificate),
     )
+
+
+def _public_key(endpoint: Endpoint) -> str | None:
+    """An Ed25519 endpoint's `whpk_` key. Only those are decrypted (an HMAC secret is not
+    shown), and a key this process cannot decrypt leaves the page up without it."""
+    if endpoint.signing != ED25519:
+        return None
+    try:
+        return endpoint_public_key(endpoint=endpoint)
+    except DecryptionFailed:
+        return None
 
 
 HEALTH_FIELDS = ("circuit_state", "consecutive_failures", "failing_since", "disabled_reason")

@@ -14,7 +14,7 @@ from deliveries.models import Attempt, AttemptMinute, Delivery
 from deliveries.results import SendResult
 from deliveries.worker.claims import deliveries_claim
 from dlq.models import DeadLetter, ReplayJob
-from tests.factories import dead_letter_via_api, endpoint_id_via_api
+from tests.factories import dead_letter_via_api, endpoint_id_via_api, endpoint_row
 from tests.jobs import run_replay_jobs
 from webhooks.models import Endpoint
 
@@ -350,7 +350,7 @@ def test_tenants_page_by_name_with_a_keyset(make_actor):
 
 
 def test_the_endpoint_page_shows_the_endpoints_statistics_for_a_period(staff, alice):
-    shop = Endpoint.objects.create(tenant=alice.tenant, url="http://127.0.0.1:9/h")
+    shop = endpoint_row(alice.tenant)
     for n in range(4):
         alice.client.post("/api/v1/events", {"type": "a.b", "data": {"n": n}}, format="json")
     answers = [(200, 10), (200, 10), (200, 10), (503, 600)]
@@ -369,3 +369,14 @@ def test_the_endpoint_page_shows_the_endpoints_statistics_for_a_period(staff, al
     assert 'class="chart endpoint-chart"' in page
     # An unknown period shows the default one rather than failing.
     assert "<strong>24h</strong>" in staff.get(f"/endpoints/{shop.id}/?period=2y").content.decode()
+
+
+@pytest.mark.parametrize("signing", ["hmac-sha256", "ed25519"])
+def test_an_endpoint_whose_secret_cannot_be_decrypted_still_shows_its_page(staff, alice, signing):
+    # A process without the key that encrypted the secret (a key rotation half done):
+    # the page is up, an HMAC secret is never decrypted, an Ed25519 key is left out.
+    shop = endpoint_row(alice.tenant, signing=signing)
+    Endpoint.objects.filter(pk=shop.pk).update(secret="not-a-ciphertext")
+    page = staff.get(f"/endpoints/{shop.id}/")
+    assert page.status_code == 200
+    assert "whpk_" not in page.content.decode()
