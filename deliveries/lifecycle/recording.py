@@ -422,8 +422,9 @@ def _count(outcomes: list[Attempted], recorded: list[Recorded | None]) -> None:
     )
     now = timezone.now()
     try:
-        attempt_minutes_add(counts=counts, at=now)
-        endpoint_minutes_add(attempts=by_endpoint, at=now)
+        with transaction.atomic():  # one commit for both figures, not one each
+            attempt_minutes_add(counts=counts, at=now)
+            endpoint_minutes_add(attempts=by_endpoint, at=now)
     except Exception:
         # The batch has committed: a failed chart figure must not make the recorder
         # write it again (the second run would find no claim and drop its effects).
