@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 
 REFRESH_MARGIN = 60.0  # seconds before expiry that a token is fetched anew (the contract)
 DEFAULT_LIFETIME = 300.0  # a token answer without expires_in: kept this long
+MAX_LIFETIME = 86400.0  # whatever expires_in says
 CACHE_SIZE = 10_000  # credentials; a token entry is well under a kilobyte
 
 
@@ -114,7 +115,7 @@ class Tokens:
 def _parsed(body: bytes, where: str) -> tuple[str, float]:
     try:
         answer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # at most 4 KiB kept, but 4 KiB nests 2,000 deep
         raise TokenFailed(f"OAuth2 token answer from {where} is not JSON") from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token or not token.isprintable():
@@ -124,4 +125,7 @@ def _parsed(body: bytes, where: str) -> tuple[str, float]:
         lifetime = int(lifetime)  # some servers send it as a string
     if not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime <= 0:
         lifetime = DEFAULT_LIFETIME
+    # JSON as Python reads it allows Infinity and NaN: a token is kept a day at most.
+    if not lifetime < MAX_LIFETIME:
+        lifetime = MAX_LIFETIME
     return token, float(lifetime)

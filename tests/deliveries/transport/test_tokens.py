@@ -122,7 +122,14 @@ def test_a_token_is_kept_until_a_minute_before_it_expires():
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b"[]", b'{"token_type":"Bearer"}', b'{"access_token":"a\\nb"}']
+    "body",
+    [
+        b"not json",
+        b"[]",
+        b'{"token_type":"Bearer"}',
+        b'{"access_token":"a\\nb"}',
+        b"[" * 4096,  # nested past Python's recursion limit, within the 4 KiB kept
+    ],
 )
 def test_a_token_answer_without_a_usable_token_is_refused(body):
     async def fetch(credentials: ClientCredentials, deadline: float) -> tuple[int, bytes]:
@@ -130,6 +137,20 @@ def test_a_token_answer_without_a_usable_token_is_refused(body):
 
     with pytest.raises(TokenFailed, match="http://t/"):
         asyncio.run(Tokens(fetch).token(ClientCredentials("http://t/", "i", "s"), 0))
+
+
+def test_a_token_that_says_it_never_expires_is_kept_a_day_at_most():
+    now = [1000.0]
+
+    async def fetch(credentials: ClientCredentials, deadline: float) -> tuple[int, bytes]:
+        return 200, b'{"access_token":"a","expires_in":Infinity}'
+
+    cache = Tokens(fetch, clock=lambda: now[0])
+    auth = ClientCredentials("http://t/", "i", "s")
+    assert asyncio.run(cache.token(auth, deadline=0)) == "a"
+    now[0] += 86400
+    asyncio.run(cache.token(auth, deadline=0))
+    assert cache.fetches == 2
 
 
 def test_credentials_never_show_their_secret():
