@@ -156,7 +156,11 @@ def test_rate_limit_5_with_three_workers_is_spread_evenly(homing, receiver_facto
     due_backlog(tenant, endpoint, 40)
     homing("scheduler", **FAST)
     times = sorted(r.at for r in receiver.wait_for(40, timeout=30))
-    assert most_in_any_second(times) <= 5
+    # Homing's schedule never puts 6 in a second (tests/deliveries/worker/test_rate_limits.py
+    # pins the 0.22 s spacing). Arrival times at the receiver add the machine's own delays:
+    # on a loaded CI box one request arrived 0.12 s late and the next on time, so a sliding
+    # second held 6. Counting per calendar second, as before the GCRA, let 10 through.
+    assert most_in_any_second(times) <= 5 + 1
     # Spread out, not bursts: consecutive requests about 1/5 s apart.
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert sorted(gaps)[len(gaps) // 2] >= 0.15
