@@ -21,6 +21,8 @@ DURATION_COLUMNS = (*(f"d_{bound}" for bound in DURATION_BOUNDS_MS), "d_more")
 
 
 OUTCOMES = frozenset(outcome.value for outcome in Outcome)
+# An endpoint-minute row's counters before its first attempt.
+ZEROS = dict.fromkeys((*OUTCOMES, *DURATION_COLUMNS), 0)
 
 
 def duration_column(duration_ms: int) -> str:
@@ -72,15 +74,9 @@ def endpoint_minutes_add(*, attempts: Iterable[tuple[str, str, int]], at: dateti
     for endpoint_id, outcome, duration_ms in attempts:
         if outcome not in OUTCOMES:
             raise ValueError(f"not an outcome: {outcome}")
-        row = rows.setdefault(
-            endpoint_id,
-            {
-                "endpoint_id": endpoint_id,
-                "minute": minute,
-                **{o.value: 0 for o in Outcome},
-                **dict.fromkeys(DURATION_COLUMNS, 0),
-            },
-        )
+        row = rows.get(endpoint_id)
+        if row is None:  # built once per endpoint, not per attempt
+            row = rows[endpoint_id] = {"endpoint_id": endpoint_id, "minute": minute, **ZEROS}
         row[outcome] += 1
         row[duration_column(duration_ms)] += 1
     if not rows:

@@ -408,10 +408,9 @@ def _count(outcomes: list[Attempted], recorded: list[Recorded | None]) -> None:
     by_endpoint: list[tuple[str, str, int]] = []
     for outcome, item in zip(outcomes, recorded, strict=True):
         if item is not None and item.sent and outcome.result is not None:
-            counts[item.outcome.value] = counts.get(item.outcome.value, 0) + 1
-            by_endpoint.append(
-                (outcome.delivery.endpoint_id, item.outcome.value, outcome.result.duration_ms)
-            )
+            name = item.outcome.value  # an enum's value is a property: read once
+            counts[name] = counts.get(name, 0) + 1
+            by_endpoint.append((outcome.delivery.endpoint_id, name, outcome.result.duration_ms))
     if not counts:
         return
     counters.increment_many(

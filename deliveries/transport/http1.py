@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._keep_alive = False
         self.closed = False
         self.idle_since = 0.0
+        self._poller: select.poll | None = None  # quiet()'s, made on its first call
 
     # --- the caller's side ------------------------------------------------------------
 
@@ -123,9 +124,10 @@ class Connection(asyncio.Protocol):
         """Nothing waits to be read on an idle connection: no close or stray bytes that
         arrived before the loop got to them (a request written now would cross them)."""
         assert self._transport is not None, "connected first"
-        poller = select.poll()  # not select(): descriptors above 1024
-        poller.register(self._transport.get_extra_info("socket").fileno(), select.POLLIN)
-        return not poller.poll(0)
+        if self._poller is None:  # once per connection: a pooled one is asked every reuse
+            self._poller = select.poll()  # not select(): descriptors above 1024
+            self._poller.register(self._transport.get_extra_info("socket").fileno(), select.POLLIN)
+        return not self._poller.poll(0)
 
     def abort(self) -> None:
         self.closed = True

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from core import tracing
 from core.clock import database_time
-from deliveries.lifecycle.policy import Policy, current_policy
+from deliveries.lifecycle.policy import Policy
 from deliveries.lifecycle.recording import Attempted
 from deliveries.log_context import delivery_log_context
 from deliveries.results import ErrorKind, SendResult
@@ -96,7 +96,7 @@ class Attempts:
             finally:
                 if span is not None:
                     attempt_span_end(span, result)
-                self._request_over(delivery, answered=succeeded(result))
+                self._request_over(delivery, policy, answered=succeeded(result))
             self._recorder.submit(
                 Attempted(delivery, result, started_at, policy),
                 lambda _: self._ledger.finish(delivery),
@@ -106,7 +106,7 @@ class Attempts:
             if not submitted:
                 self._ledger.finish(delivery)
 
-    def _request_over(self, delivery: Claimed, *, answered: bool) -> None:
+    def _request_over(self, delivery: Claimed, policy: Policy, *, answered: bool) -> None:
         """After a success, the endpoint's place goes to the delivery next in line there,
         sent at once; after a failure (the endpoint's circuit may be opening) or while
         stopping (the drain gives the line back) it is free."""
@@ -116,7 +116,7 @@ class Attempts:
             max_wait=NEXT_IN_LINE_SECONDS,
         )
         if successor is not None:
-            self._start(successor, current_policy())
+            self._start(successor, policy)  # the settings' policy, as at its claim
 
     async def send(
         self, delivery: Claimed, policy: Policy, span: Span | None = None
