@@ -41,6 +41,8 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
             .values_list("status", flat=True)
             .first()
         )
+        if status is None:  # retention dropped it before dead letters kept their history
+            raise NotReplayable("Not replayed: its delivery and event are past retention.")
         raise NotReplayable(
             f"Not replayed: the delivery is already {status} (replayed or retried meanwhile)."
         )

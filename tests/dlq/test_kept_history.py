@@ -187,6 +187,7 @@ def test_a_letter_kept_from_before_without_history_is_refused_as_before(alice):
     response = alice.client.post(f"/api/v1/dead-letters/{letter.id}/replay")
 
     assert response.status_code == 409
+    assert response.json()["message"] == "Not replayed: its delivery and event are past retention."
     assert not Delivery.objects.filter(pk=letter.delivery_id).exists()
 
 
