@@ -25,6 +25,7 @@ from dlq.selectors import (
     endpoint_stats,
     queue_gauges_bounded,
 )
+from dlq.services.kept_history import kept_delivery, kept_event
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.scope import Scope
 from webhooks.secrets import ED25519
@@ -167,6 +168,9 @@ class DeliveryDetail:
     payload: str  # pretty-printed JSON; the template escapes it
     attempts: list[Attempt]
     dead_letters: list[DeadLetter]
+    # Retention dropped its rows; this is what its waiting dead letter kept (no attempts,
+    # no retry: a replay of the letter brings it back).
+    dropped: bool = False
 
 
 def delivery_detail(*, delivery_id: str, scope: Scope | None = None) -> DeliveryDetail | None:
@@ -176,13 +180,43 @@ def delivery_detail(*, delivery_id: str, scope: Scope | None = None) -> Delivery
         deliveries = scope.narrow(deliveries)
     delivery = deliveries.filter(pk=delivery_id).first()
     if delivery is None:
-        return None
+        return _dropped_delivery_detail(delivery_id=delivery_id, scope=scope)
     return DeliveryDetail(
         delivery=delivery,
-        payload=json.dumps(delivery.event.data, indent=2, ensure_ascii=False, sort_keys=True),
+        payload=_pretty(delivery.event.data),
         attempts=list(delivery.attempts.order_by("number")),
         dead_letters=list(delivery.dead_letters.order_by("-dead_at")[:20]),
     )
+
+
+def _dropped_delivery_detail(*, delivery_id: str, scope: Scope | None) -> DeliveryDetail | None:
+    """A delivery whose rows retention dropped while a dead letter of it waits (the dead
+    letter lists link here): the page as the letter kept it. None when no letter waits."""
+    letters = DeadLetter.objects.select_related("endpoint", "tenant").filter(
+        delivery_id=delivery_id
+    )
+    if scope is not None:
+        letters = scope.narrow(letters)
+    kept = list(letters.order_by("-dead_at")[:20])
+    waiting = next(
+        (x for x in kept if x.kept and x.replayed_at is None and x.discarded_at is None), None
+    )
+    if waiting is None:
+        return None
+    delivery = kept_delivery(waiting)
+    delivery.event = kept_event(waiting)
+    delivery.endpoint, delivery.tenant = waiting.endpoint, waiting.tenant
+    return DeliveryDetail(
+        delivery=delivery,
+        payload=_pretty(waiting.event_data),
+        attempts=[],
+        dead_letters=kept,
+        dropped=True,
+    )
+
+
+def _pretty(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 @dataclass

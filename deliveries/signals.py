@@ -38,6 +38,16 @@ def deliveries_died_send(
         raise RuntimeError("nothing receives deliveries_died: is the dlq app installed?")
 
 
+# Sent inside the transaction that deletes `delivery_ids` (their endpoint is being deleted),
+# before the delete. The dead-letter queue deletes their letters: a letter's foreign key
+# to its delivery follows no deletion, as retention drops history under waiting letters.
+deliveries_deleting = Signal()
+
+
+def deliveries_deleting_send(*, delivery_ids: Sequence[str]) -> None:
+    deliveries_deleting.send(sender=Delivery, delivery_ids=delivery_ids)
+
+
 # Sent after a batch of attempts (or an endpoint's deactivation) committed, with `events`:
 # `lifecycle.health.Operational` items, news for the tenants (`homing.*`). Intake connects
 # the receiver that ingests them (intake/operational.py).

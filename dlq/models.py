@@ -17,14 +17,33 @@ class DeadLetter(models.Model):
 
     id = id_field("dl")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="dead_letters")
-    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="+")
+    # Neither holds its row nor follows it: retention drops whole partitions of history
+    # (DESIGN.md 25), which must neither wait on nor cascade into a waiting dead letter.
+    # Deleting an endpoint or a tenant removes its dead letters (the FKs below, and
+    # dlq/services/dead_letters.py for an endpoint's batches).
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.DO_NOTHING, db_constraint=False, related_name="dead_letters"
+    )
+    event = models.ForeignKey(
+        Event, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="+")
     event_type = models.CharField(max_length=255)
     reason = models.CharField(max_length=500)
     dead_at = models.DateTimeField()
     replayed_at = models.DateTimeField(null=True, blank=True)
     discarded_at = models.DateTimeField(null=True, blank=True)
+    # What the event and delivery rows are re-created from when a replay finds them gone
+    # (dlq/services/kept_history.py): the same webhook-id, homing-sequence and body bytes.
+    # Copied when the delivery died; null only on a letter whose rows were gone already
+    # when they were first kept (`kept` is False).
+    sequence = models.BigIntegerField(null=True, blank=True)
+    attempt_count = models.PositiveIntegerField(null=True, blank=True)
+    delivery_created_at = models.DateTimeField(null=True, blank=True)
+    event_data = models.JSONField(null=True, blank=True)
+    event_created_at = models.DateTimeField(null=True, blank=True)
+    event_ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (null: no key)
+    event_trace_context = models.TextField(null=True, blank=True)  # noqa: DJ001 (null: none sent)
 
     class Meta:
         indexes = [
@@ -75,6 +94,11 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id}: {self.reason}"
+
+    @property
+    def kept(self) -> bool:
+        """True when the letter holds what a replay needs to re-create its history."""
+        return self.event_created_at is not None and self.sequence is not None
 
 
 class ReplayJob(models.Model):

@@ -16,10 +16,12 @@ Test modules import from here (and from conftest fixtures), never from each othe
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import requests
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -206,3 +208,21 @@ def delivery_row(
     if age_days:
         Event.objects.filter(pk=event.pk).update(created_at=now - timedelta(days=age_days))
     return made
+
+
+def history_dropped(*, delivery_ids: Sequence[str] = (), event_ids: Sequence[str] = ()) -> None:
+    """What retention's DROP of a partition does to these rows: gone, with their attempts,
+    no ORM and no cascade (raw SQL; dead letters stay, as their foreign keys hold nothing)."""
+    tables = {
+        "attempt": Attempt._meta.db_table,
+        "delivery": Delivery._meta.db_table,
+        "event": Event._meta.db_table,
+    }
+    with connection.cursor() as cursor:
+        for table, column, ids in (
+            ("attempt", "delivery_id", delivery_ids),
+            ("delivery", "id", delivery_ids),
+            ("event", "id", event_ids),
+        ):
+            if ids:
+                cursor.execute(f"DELETE FROM {tables[table]} WHERE {column} = ANY(%s)", [list(ids)])

@@ -163,14 +163,20 @@ STEPS = [
     ),
     (
         "dead letters",
+        # With what a replay re-creates the rows from once retention dropped them.
         """INSERT INTO {deadletter} (id, tenant_id, delivery_id, event_id, endpoint_id,
-            event_type, reason, dead_at)
-        SELECT 'dl_' || substr(md5(random()::text || i), 1, 26), tenant_id, delivery_id,
-          event_id, endpoint_id, event_type,
-          CASE WHEN fatal THEN 'HTTP ' || code || ' (not retryable)'
-               ELSE 'HTTP ' || code || ' after ' || tries || ' attempts' END,
-          created_at + (5 * (2 ^ tries - 2)) * interval '1 second'
-        FROM demo_plan WHERE dies""",
+            event_type, reason, dead_at, sequence, attempt_count, delivery_created_at,
+            event_data, event_created_at)
+        SELECT 'dl_' || substr(md5(random()::text || p.i), 1, 26), p.tenant_id, p.delivery_id,
+          p.event_id, p.endpoint_id, p.event_type,
+          CASE WHEN p.fatal THEN 'HTTP ' || p.code || ' (not retryable)'
+               ELSE 'HTTP ' || p.code || ' after ' || p.tries || ' attempts' END,
+          p.created_at + (5 * (2 ^ p.tries - 2)) * interval '1 second',
+          d.sequence, p.tries, p.created_at, e.data, p.created_at
+        FROM demo_plan AS p
+          JOIN {delivery} AS d ON d.id = p.delivery_id
+          JOIN {event} AS e ON e.id = p.event_id
+        WHERE p.dies""",
     ),
     (
         "attempts per minute",

@@ -33,6 +33,7 @@ from deliveries.lifecycle.interventions import (
     deliveries_kill_for_endpoint,
 )
 from deliveries.models import Delivery
+from deliveries.signals import deliveries_deleting_send
 from webhooks.models import Endpoint
 
 logger = logging.getLogger(__name__)
@@ -120,8 +121,10 @@ def _delete_batch(endpoint_id: str) -> int:
             .values_list("id", flat=True)[:DELETE_BATCH]
         )
         if ids:
-            # The ORM's cascade: attempts, dead letters and whatever else points at a
-            # delivery, a statement per table for the whole batch.
+            # Their dead letters (the queue's own foreign key follows no deletion), then
+            # the ORM's cascade: attempts and whatever else points at a delivery, a
+            # statement per table for the whole batch.
+            deliveries_deleting_send(delivery_ids=ids)
             Delivery.objects.filter(pk__in=ids).delete()
     return len(ids)
 

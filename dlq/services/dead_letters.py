@@ -3,11 +3,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
 from deliveries.lifecycle.in_hand import InHand
 from deliveries.log_context import delivery_log_context
+from deliveries.models import Delivery
 from dlq.models import DeadLetter
 
 logger = logging.getLogger(__name__)
@@ -16,7 +18,9 @@ logger = logging.getLogger(__name__)
 def dead_letters_create(
     *, deliveries: Sequence[InHand], reasons: Sequence[str], dead_at: datetime
 ) -> None:
-    """Park deliveries that gave up; `reasons[i]` says why `deliveries[i]` died."""
+    """Park deliveries that gave up; `reasons[i]` says why `deliveries[i]` died. Each
+    letter keeps what a replay re-creates its history from (kept_history.py)."""
+    kept = _history_of([delivery.id for delivery in deliveries])
     DeadLetter.objects.bulk_create(
         DeadLetter(
             tenant_id=delivery.tenant_id,
@@ -26,6 +30,7 @@ def dead_letters_create(
             event_type=delivery.event.type,
             reason=reason,
             dead_at=dead_at,
+            **kept.get(delivery.id, {}),
         )
         for delivery, reason in zip(deliveries, reasons, strict=True)
     )
@@ -35,6 +40,43 @@ def dead_letters_create(
         (delivery_log_context(d), reason) for d, reason in zip(deliveries, reasons, strict=True)
     ]
     transaction.on_commit(lambda: _log_deaths(deaths))
+
+
+def _history_of(delivery_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The DeadLetter fields of each delivery's row and its event's, read in the death's
+    transaction: one query (the sweep and parking hold no event data), and deaths are
+    rare."""
+    rows = Delivery.objects.filter(pk__in=delivery_ids).values_list(
+        "pk",
+        "sequence",
+        "attempt_count",
+        "created_at",
+        "event__data",
+        "event__created_at",
+        "event__ordering_key",
+        "event__trace_context",
+    )
+    return {
+        pk: {
+            "sequence": sequence,
+            "attempt_count": attempts,
+            "delivery_created_at": created_at,
+            "event_data": data,
+            "event_created_at": event_created_at,
+            "event_ordering_key": ordering_key,
+            "event_trace_context": trace_context,
+        }
+        for (
+            pk,
+            sequence,
+            attempts,
+            created_at,
+            data,
+            event_created_at,
+            ordering_key,
+            trace_context,
+        ) in rows
+    }
 
 
 def deliveries_died_received(
@@ -47,6 +89,14 @@ def deliveries_died_received(
 ) -> None:
     """The receiver of deliveries.signals.deliveries_died (connected in dlq/apps.py)."""
     dead_letters_create(deliveries=deliveries, reasons=reasons, dead_at=dead_at)
+
+
+def deliveries_deleting_received(
+    sender: object, *, delivery_ids: Sequence[str], **_: object
+) -> None:
+    """The receiver of deliveries.signals.deliveries_deleting (connected in dlq/apps.py):
+    an endpoint being deleted takes its dead letters with its deliveries, batch by batch."""
+    DeadLetter.objects.filter(delivery_id__in=delivery_ids).delete()
 
 
 def _log_deaths(deaths: list[tuple[dict[str, str], str]]) -> None:

@@ -16,6 +16,7 @@ from deliveries.intake.backpressure import work_admit, work_admitted
 from deliveries.models import Delivery
 from deliveries.wakeups import publish_deliveries_on_commit
 from dlq.models import DeadLetter
+from dlq.services.kept_history import history_restore
 from webhooks.models import Event
 
 
@@ -40,6 +41,8 @@ def dead_letter_replay(*, dead_letter: DeadLetter) -> None:
             .values_list("status", flat=True)
             .first()
         )
+        if status is None:  # retention dropped it before dead letters kept their history
+            raise NotReplayable("Not replayed: its delivery and event are past retention.")
         raise NotReplayable(
             f"Not replayed: the delivery is already {status} (replayed or retried meanwhile)."
         )
@@ -64,10 +67,14 @@ def dead_letters_replay(
 @contextlib.contextmanager
 def _replay_span(one: DeadLetter | None) -> Iterator[Any]:
     assert tracing.tracer is not None
-    parent, attributes = None, {}
+    parent: str | None = None
+    attributes: dict[str, Any] = {}
     if one is not None:
-        # The event may be gone (retention dropped its partition): then a new trace.
-        parent = Event.objects.filter(pk=one.event_id).values_list("trace_context", flat=True)
+        # The context the letter kept: its event may be gone (retention dropped it). A
+        # letter kept from before asks the event.
+        parent = one.event_trace_context or (
+            Event.objects.filter(pk=one.event_id).values_list("trace_context", flat=True).first()
+        )
         attributes = tracing.attributes_of(
             tenant_id=one.tenant_id,
             endpoint_id=one.endpoint_id,
@@ -77,7 +84,7 @@ def _replay_span(one: DeadLetter | None) -> Iterator[Any]:
         )
     with tracing.tracer.start_as_current_span(
         "dead letter replay",
-        context=tracing.parent_of(parent.first() if parent is not None else None),
+        context=tracing.parent_of(parent),
         attributes=attributes,
     ) as span:
         yield span
@@ -86,13 +93,14 @@ def _replay_span(one: DeadLetter | None) -> Iterator[Any]:
 def _replay(dead_letters: Iterable[DeadLetter]) -> int:
     now = database_now()
     replayed: dict[str, str] = {}  # delivery id -> dead letter id
-    for letter in dead_letters:
-        if (
-            letter.replayed_at is not None
-            or letter.discarded_at is not None
-            or not letter.endpoint.is_active
-        ):
-            continue
+    letters = [
+        letter
+        for letter in dead_letters
+        if letter.replayed_at is None and letter.discarded_at is None and letter.endpoint.is_active
+    ]
+    # Retention may have dropped their event and delivery rows: back they come, `dead`.
+    history_restore(letters=letters)
+    for letter in letters:
         # A fresh schedule: attempts count from here on, the first one due now. The
         # status condition makes two concurrent replays of one letter one replay.
         updated = Delivery.objects.filter(

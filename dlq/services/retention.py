@@ -138,29 +138,36 @@ def _purge_batch(*, event_ids: list[str], report: PurgeReport, dry_run: bool) ->
             report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).count()
             report.dead_letters += DeadLetter.objects.filter(event_id__in=events).count()
             return
-        _mark_purged_sequences(delivery_ids)
+        highest = _highest_sequences(delivery_ids)  # read while the rows are there
         # Children first: each DELETE is a plain indexed one (no collector cascade).
         report.dead_letters += DeadLetter.objects.filter(event_id__in=events).delete()[0]
         report.attempts += Attempt.objects.filter(delivery_id__in=delivery_ids).delete()[0]
         report.deliveries += Delivery.objects.filter(id__in=delivery_ids).delete()[0]
         report.events += Event.objects.filter(id__in=events).delete()[0]
+        # Last: an ingestion waits on its endpoints' counter rows (it locks them until
+        # its commit), so they are locked for this commit only, never for the deletes.
+        _mark_purged_sequences(highest)
 
 
-def _mark_purged_sequences(delivery_ids: list[str]) -> None:
-    """Raise each endpoint's `purged_through` past the sequences about to go, in the
-    purge's transaction: the catch-up feed then answers 410 below it instead of
-    skipping a number (deliveries/selectors.py). Counters in endpoint id order, as
-    ingestion locks them."""
-    highest = (
+def _highest_sequences(delivery_ids: list[str]) -> list[tuple[str, int]]:
+    """(endpoint id, highest sequence among `delivery_ids`), in endpoint id order."""
+    return list(
         Delivery.objects.filter(id__in=delivery_ids)
-        .values("endpoint_id")
+        .values_list("endpoint_id")
         .annotate(highest=Max("sequence"))
         .order_by("endpoint_id")
     )
-    for row in highest:
-        SequenceCounter.objects.filter(
-            endpoint_id=row["endpoint_id"], purged_through__lt=row["highest"]
-        ).update(purged_through=row["highest"])
+
+
+def _mark_purged_sequences(highest: list[tuple[str, int]]) -> None:
+    """Raise each endpoint's `purged_through` past the sequences purged, in the purge's
+    transaction: the catch-up feed then answers 410 below it instead of skipping a
+    number (deliveries/selectors.py), and sees the rows gone and the boundary moved in
+    one commit. Counters in endpoint id order, as ingestion locks them."""
+    for endpoint_id, sequence in highest:
+        SequenceCounter.objects.filter(endpoint_id=endpoint_id, purged_through__lt=sequence).update(
+            purged_through=sequence
+        )
 
 
 def _purge_idempotency_records(

@@ -56,6 +56,10 @@ def test_it_seeds_demo_data_and_a_second_run_adds_only_what_is_missing():
     call_command("seed_demo", "--dead-letters", "300", "--attempts", "3000", stdout=out)
 
     assert DeadLetter.objects.count() == 300
+    # Each keeps what a replay needs once retention drops its rows.
+    letter = DeadLetter.objects.select_related("delivery", "event").first()
+    assert letter is not None and letter.kept
+    assert (letter.sequence, letter.event_data) == (letter.delivery.sequence, letter.event.data)
     attempts = Attempt.objects.count()
     assert 2750 <= attempts <= 3250  # about what was asked for (tries are random)
     assert Delivery.objects.filter(status="dead").count() == 300

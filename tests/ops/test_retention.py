@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from deliveries.models import SequenceCounter
 from dlq.services.retention import retention_purge
 from tests.factories import delivery_row, endpoint_row
 from webhooks.models import Event, IdempotencyRecord
@@ -88,6 +89,33 @@ def test_every_purge_statement_uses_an_index(ep):
                 assert "Seq Scan" not in plan, f"{sql}\n{plan}"
         finally:
             cursor.execute("RESET enable_seqscan")
+
+
+def test_each_batch_moves_the_feed_boundary_last_after_its_deletes(ep):
+    """POST /events locks its endpoints' counter rows until it commits: a purge batch
+    that took them first held ingestion for all its deletes (issue #35, item 5)."""
+    other = endpoint_row(ep.tenant)
+    for endpoint in (ep, other, ep, other):
+        delivery_row(endpoint, "succeeded", age_days=40)
+    counters = f'UPDATE "{SequenceCounter._meta.db_table}"'
+
+    with CaptureQueriesContext(connection) as captured:
+        report = retention_purge(batch_size=2)
+
+    assert report.deliveries == 4
+    writes = [
+        "counter" if q["sql"].startswith(counters) else "delete"
+        for q in captured.captured_queries
+        if q["sql"].startswith(("UPDATE", "DELETE"))
+    ]
+    # Per batch (one delivery of each endpoint): every DELETE, then both counters.
+    runs = [kind for n, kind in enumerate(writes) if n == 0 or writes[n - 1] != kind]
+    assert runs == ["delete", "counter", "delete", "counter"]
+    assert writes.count("counter") == 4
+    assert dict(SequenceCounter.objects.values_list("endpoint_id", "purged_through")) == {
+        ep.pk: 2,
+        other.pk: 2,
+    }
 
 
 def test_a_time_budget_stops_between_batches(ep):
