@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -49,14 +50,14 @@ def filter_check(spec: Any, *, field: str = "filter") -> Any:
     size = len(json.dumps(spec, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_BYTES:
         raise InvalidInput(field, f"at most {MAX_BYTES} bytes of compact JSON, not {size}")
-    _Compiler(None).document(spec, field)
+    Compiler(None).document(spec, field)
     return spec
 
 
 def filter_compile(spec: dict[str, Any]) -> Predicate:
     """A predicate over an event document; raises InvalidInput for a bad filter."""
     filter_check(spec)
-    return _Compiler(None).document(spec, "filter")
+    return Compiler(None).document(spec, "filter")
 
 
 def filter_explain(spec: dict[str, Any] | None, document: dict[str, Any]) -> tuple[bool, str]:
@@ -64,7 +65,7 @@ def filter_explain(spec: dict[str, Any] | None, document: dict[str, Any]) -> tup
     if not spec:
         return True, "No filter: every event matches."
     trace: Trace = []
-    matched = _Compiler(trace).document(filter_check(spec), "filter")(document)
+    matched = Compiler(trace).document(filter_check(spec), "filter")(document)
     if matched:
         return True, "Every clause matched."
     return False, "; ".join(f"{path}: {why}" for path, why in trace) or "No clause matched."
@@ -114,20 +115,25 @@ def _equal_to(expected: Any) -> Predicate:
     return lambda value: json_equal(expected, value)
 
 
-def _ordered(value: Any, operand: Any) -> bool:
-    """Number with number, string with string: anything else is no match, never an error."""
-    if value.__class__ in (int, float):
-        return operand.__class__ in (int, float)
-    return value.__class__ is str and operand.__class__ is str
+def _ordered(compare: Callable[[Any, Any], bool], operand: int | float | str) -> Predicate:
+    """`compare(value, operand)` for a value of the operand's kind (number with number,
+    string with string): anything else is no match, never an error. One call per value:
+    routing asks this of every event, per endpoint comparing a field."""
+    if operand.__class__ is str:
+        return lambda value: value.__class__ is str and compare(value, operand)
+    return lambda value: value.__class__ in _NUMBERS and compare(value, operand)
+
+
+_NUMBERS = (int, float)  # bool's class is bool: not a number here
 
 
 # --- the compiler ---------------------------------------------------------------------
 
 COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
-    "$gt": lambda value, operand: value > operand,
-    "$gte": lambda value, operand: value >= operand,
-    "$lt": lambda value, operand: value < operand,
-    "$lte": lambda value, operand: value <= operand,
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
 }
 SYMBOLS = {"$gt": ">", "$gte": "≥", "$lt": "<", "$lte": "≤"}
 LOGICAL = ("$or", "$and", "$not")
@@ -151,7 +157,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class _Compiler:
+class Compiler:
     """Turns a filter into closures. With a `trace`, each leaf that fails notes its path
     and why, and a clause that matches after all (a branch of `$or`) takes its notes back."""
 
@@ -197,9 +203,11 @@ class _Compiler:
         for key, operand in spec.items():
             if key.startswith("$"):
                 if top:  # document() allowed only the logical ones here
-                    operators.append(self._logical(key, operand, f"{path}.{key}", top=True))
+                    operators.append(
+                        self.operator_predicate(key, operand, f"{path}.{key}", top=True)
+                    )
                 else:
-                    operators.append(self._operator(key, operand, f"{path}.{key}"))
+                    operators.append(self.operator_predicate(key, operand, f"{path}.{key}"))
             else:
                 fields.append((key, self.value(operand, f"{path}.{key}")))
         checks = tuple(operators)
@@ -243,7 +251,12 @@ class _Compiler:
             contains_all, path, lambda value: f"{_show(value)} does not contain {_show(spec)}"
         )
 
-    def _operator(self, name: str, operand: Any, path: str) -> Predicate:
+    def operator_predicate(
+        self, name: str, operand: Any, path: str, *, top: bool = False
+    ) -> Predicate:
+        """One `$operator: operand` of an object (of the document itself when `top`)."""
+        if top:
+            return self._logical(name, operand, path, top=True)
         if name in LOGICAL:
             return self._logical(name, operand, path, top=False)
         if name in ("$eq", "$neq"):
@@ -256,9 +269,8 @@ class _Compiler:
         if name in COMPARISONS:
             if operand.__class__ not in (int, float, str):
                 raise InvalidInput(path, "expected a number or a string")
-            compare = COMPARISONS[name]
             return self._leaf(
-                lambda value: _ordered(value, operand) and compare(value, operand),
+                _ordered(COMPARISONS[name], operand),
                 path,
                 lambda v: f"{_show(v)} is not {SYMBOLS[name]} {_show(operand)}",
             )
