@@ -8,9 +8,9 @@ Starts a throwaway PostgreSQL and Redis (tests/harness.py) and prints:
    for a tenant with 100 endpoints, first without filters, then with a distinct filter on
    each of the 100 (a type and a threshold, the usual kind): the process's CPU per event
    (the least of the rounds) and the ratio to the run without filters (target: within
-   10 %), once with half of the
-   filters matching (half the deliveries to write) and once with all of them matching
-   (as many deliveries as without filters: what the filters themselves cost). Rounds
+   10 %), once with half of the filters matching (half the deliveries to write) and once
+   with all of them matching (as many deliveries as without filters: what the filters
+   themselves cost). Rounds
    alternate the three so the machine's load hits them alike. In-process, not through
    gunicorn: the HTTP and DRF work per event is the same with or without filters, so
    leaving it out makes the ratio stricter, and the figure steadier on a busy machine.
