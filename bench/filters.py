@@ -102,6 +102,7 @@ def _spec(setup: str, n: int) -> dict[str, Any] | None:
 def ingestion(rounds: int) -> dict[str, dict[str, float]]:
     from deliveries.intake.ingest import events_ingest
     from webhooks.models import Endpoint
+    from webhooks.services.endpoint_filters import filter_sealed
     from webhooks.services.event_input import EventInput
     from webhooks.services.tenants import tenant_create
 
@@ -124,7 +125,7 @@ def ingestion(rounds: int) -> dict[str, dict[str, float]]:
     for _ in range(rounds):
         for setup in SETUPS:
             for n, endpoint in enumerate(endpoints):
-                endpoint.filter = _spec(setup, n)
+                endpoint.filter = filter_sealed(_spec(setup, n))
             Endpoint.objects.bulk_update(endpoints, ["filter"])  # one statement, not 100
             events_ingest(tenant=tenant, inputs=one)  # the routing cache warm again
             samples.setdefault((setup, "single"), []).append(cpu_per_event(one, 50))

@@ -30,10 +30,10 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import IntegrityError, connection
 
+from core.crypto import DecryptionFailed
 from core.exceptions import HomingError, InvalidInput
 from deliveries.intake.fan_out import (
     MATCHES_NOTHING,
@@ -45,6 +45,7 @@ from deliveries.intake.fan_out import (
 from deliveries.intake.ingest_sql import ROUTING
 from webhooks.filters import event_document
 from webhooks.models import Endpoint, Event
+from webhooks.services.endpoint_filters import filter_opened
 from webhooks.services.event_input import EventInput
 
 logger = logging.getLogger(__name__)
@@ -107,30 +108,47 @@ def endpoints_filtered(
     return chosen
 
 
-_compiled: dict[str, CompiledFilter] = {}
+# Stored filter → compiled, by the stored token (opened once), and by the filter's JSON, so
+# equal filters share one compiled form although each token is encrypted anew.
+_by_token: dict[str, CompiledFilter | None] = {}
+_by_text: dict[str, CompiledFilter] = {}
 
 
-def filter_predicate(spec: Any) -> CompiledFilter | None:
-    """The compiled form of a stored filter (its JSON text, or the value), from the
-    process's cache; None for no filter (null or `{}`: every event matches)."""
-    if spec is None:
+def filter_predicate(stored: str) -> CompiledFilter | None:
+    """The compiled form of a stored filter (encrypted: endpoint_filters), from the
+    process's caches: a token is decrypted when routing first reads it, never per event.
+    None for no filter ("" or `{}`: every event matches)."""
+    if not stored:
         return None
-    text = spec if isinstance(spec, str) else json.dumps(spec, sort_keys=True)
-    found = _compiled.get(text)
+    if stored not in _by_token:
+        if len(_by_token) >= CACHE_FILTERS:
+            _by_token.clear()
+        _by_token[stored] = _compiled(stored)
+    return _by_token[stored]
+
+
+def _compiled(stored: str) -> CompiledFilter | None:
+    try:
+        value = filter_opened(stored)
+    except (DecryptionFailed, ValueError):
+        # No key of HOMING_ENCRYPTION_KEY opens it: it takes nothing, rather than fail
+        # every ingestion of its tenant or take what it was meant to keep out.
+        logger.error("an endpoint filter cannot be decrypted: it matches nothing")
+        return MATCHES_NOTHING
+    if not value:
+        return None
+    text = json.dumps(value, sort_keys=True)
+    found = _by_text.get(text)
     if found is None:
-        value = json.loads(text) if isinstance(spec, str) else spec
-        if not value:
-            return None
-        if len(_compiled) >= CACHE_FILTERS:
-            _compiled.clear()
+        if len(_by_text) >= CACHE_FILTERS:
+            _by_text.clear()
         try:
             found = compiled_filter(value)
         except InvalidInput:
-            # Saved around the API's check (raw SQL): it takes nothing rather than failing
-            # every ingestion of its tenant or taking what it was meant to keep out.
+            # Saved around the API's check (raw SQL): it takes nothing, likewise.
             logger.error("endpoint filter does not compile, it matches nothing: %s", text[:200])
             found = MATCHES_NOTHING
-        _compiled[text] = found
+        _by_text[text] = found
     return found
 
 
@@ -195,4 +213,5 @@ def routing_changed(error: IntegrityError) -> bool:
 def routing_forget() -> None:
     """Drop every cached routing (tests that rebuild the database under a process)."""
     _cache.clear()
-    _compiled.clear()
+    _by_token.clear()
+    _by_text.clear()
