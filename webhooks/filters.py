@@ -197,7 +197,11 @@ class Compiler:
 
         return self._leaf(scalar, path, lambda value: f"{_show(value)} is not {_show(spec)}")
 
-    def _object(self, spec: dict[str, Any], path: str, *, top: bool) -> Predicate:
+    def _object(
+        self, spec: dict[str, Any], path: str, *, top: bool, in_lists: bool = True
+    ) -> Predicate:
+        """`in_lists`: against an event list, one element holds it (not for an item of a
+        list in the filter, which an element holds itself)."""
         operators = []
         fields = []
         for key, operand in spec.items():
@@ -221,7 +225,7 @@ class Compiler:
             # Not an object: every field of it is missing (so `$neq` under it matches).
             return all(match(MISSING) for _, match in by_field)
 
-        if top:
+        if top or not in_lists:
             return self._all((*checks, subset))
 
         def in_list(value: Any) -> bool:  # an object against a list: one element holds it
@@ -239,8 +243,11 @@ class Compiler:
         return lambda value: all(check(value) for check in checks)
 
     def _contains_all(self, spec: list[Any], path: str) -> Predicate:
-        """A list in a filter: the event's list holds every item, in any order."""
-        items = tuple(self.value(item, f"{path}[{n}]") for n, item in enumerate(spec))
+        """A list in a filter: the event's list holds every item, in any order. An item
+        is held by an element equal to it (a list item: an element list holding all of
+        its items; an object: an element object holding it by subset), never by an
+        element list holding it: `[1]` is not in `[[1, 2]]`, as `1` is not."""
+        items = tuple(self._item(item, f"{path}[{n}]") for n, item in enumerate(spec))
 
         def contains_all(value: Any) -> bool:
             if value.__class__ is not list:
@@ -250,6 +257,13 @@ class Compiler:
         return self._leaf(
             contains_all, path, lambda value: f"{_show(value)} does not contain {_show(spec)}"
         )
+
+    def _item(self, spec: Any, path: str) -> Predicate:
+        if isinstance(spec, dict):
+            return self._object(spec, path, top=False, in_lists=False)
+        if isinstance(spec, list):
+            return self._contains_all(spec, path)
+        return _equal_to(spec)
 
     def operator_predicate(
         self, name: str, operand: Any, path: str, *, top: bool = False
