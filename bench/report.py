@@ -81,6 +81,7 @@ def print_table(r: dict[str, Any]) -> None:
                 f"{name} {m['start_mb']:.0f}->{m['peak_mb']:.0f}" for name, m in f["rss"].items()
             )
             add(f"RSS MiB start->peak [{kind.split('_')[1]} {label}]", mem)
+    _filters(r.get("filters"), add)
     other = []
     phases = [(f"ingest[{k}]", f) for k, f in r.get("ingestion", {}).items()]
     phases += [(f"wrk-ingest[{k}]", f) for k, f in r.get("ingestion_wrk", {}).items()]
@@ -100,6 +101,21 @@ def print_table(r: dict[str, Any]) -> None:
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:<{vwidth}}  {target}")
     print()
+
+
+def _filters(f: dict[str, Any] | None, add: Any) -> None:
+    """bench/filters.py: in-process, the web process's CPU per event without HTTP."""
+    if not f:
+        return
+    add(f"Filter on a {f['event_bytes']} B event", f"{f['filter_us']} µs (median)", "<= 20 µs")
+    add("Schema validation of it (enforce)", f"{f['schema_validation_us']} µs", "<= 50 µs")
+    for kind, g in f["ingestion"].items():
+        add(
+            f"Ingestion CPU/event, 100 filtered endpoints vs none [{kind}]",
+            f"{g['ratio_all_match']:.2f}x all match, {g['ratio_half_match']:.2f}x half match "
+            f"({g['cpu_us_per_event_without_filters']} µs without filters)",
+            "<= 1.10x",
+        )
 
 
 def _headline(r: dict[str, Any], add: Any) -> None:

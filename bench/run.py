@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import procs, stack, steps_flow, wrk
 from bench.measure import Measure
@@ -57,6 +58,11 @@ class Bench(
         say(
             f"{os.cpu_count()} CPUs; before starting anything the machine was {idle_busy:.0f}% busy"
         )
+        if self.args.only == "filters":  # in-process, on servers of its own
+            self.results["filters"] = filters_cost(quick=self.args.quick)
+            print_table(self.results)
+            print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
+            return
         self.setup()
         if self.args.only_flow:
             self.start_web()
@@ -66,6 +72,8 @@ class Bench(
             self.isolation()
             self.rate_limit_precision()
             self.tenant_share()
+        if self.args.only is None and not self.args.only_flow:
+            self.results["filters"] = filters_cost(quick=self.args.quick)
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
@@ -154,6 +162,25 @@ def console_pages(*, quick: bool) -> None:
     )
 
 
+def filters_cost(*, quick: bool) -> dict[str, Any]:
+    """A filter's and a schema's µs on a 2 KB event, and ingestion's CPU per event with 100
+    filtered endpoints vs none, single and batch (bench/filters.py, its own PostgreSQL)."""
+    say("filters: one filter and one schema on a 2 KB event; ingestion with 100 filters vs none")
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.filters", "--rounds", "4" if quick else "8"],
+        check=False,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    figures: dict[str, Any] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("BENCH_FILTERS_JSON "):
+            figures = json.loads(line.split(" ", 1)[1])
+        else:
+            print(line, flush=True)
+    return figures
+
+
 def backpressure_cost(*, quick: bool) -> None:
     """CPU per request of the intake's 429 paths and its check (bench/backpressure.py, its
     own PostgreSQL and Redis)."""
@@ -211,12 +238,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering", "share", "drain", "tracing"],
+        choices=["ingestion", "ordering", "share", "drain", "tracing", "filters"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
         "share: only a quiet tenant beside another tenant's slow endpoints; "
         "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers); "
-        "tracing: only the live run with tracing off, on (100%% sampled), off again",
+        "tracing: only the live run with tracing off, on (100%% sampled), off again; "
+        "filters: only a filter's and a schema's cost and ingestion with 100 filters vs none",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     steps_flow.add_arguments(parser)

@@ -21,6 +21,7 @@ from portal.views import _endpoint, _event_types, _failed, _page, _scope
 from webhooks.filters import event_document, filter_check, filter_explain
 from webhooks.models import EventType
 from webhooks.services import endpoints as endpoint_services
+from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 CATALOG_NOTICES = {
@@ -82,7 +83,7 @@ def _catalog_done(done: str) -> HttpResponse:
 @portal_page
 def filter_editor(request: HttpRequest, pk: str) -> HttpResponse:
     found = _endpoint(request, pk)
-    text = json.dumps(found.filter, indent=2, ensure_ascii=False) if found.filter else ""
+    text = endpoint_filter_text(endpoint=found)
     types = _event_types(request)
     return _editor(request, found, text=text, event_type=types[0] if types else "")
 

@@ -3,7 +3,6 @@ render. Every query is narrowed by the session's Scope (another owner's id is a 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -51,6 +50,7 @@ from portal.services.sessions import (
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
 from webhooks.services import endpoints as endpoint_services
+from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 # What a redirect after a change says; a fixed list, so a crafted ?notice= shows nothing else.
@@ -256,7 +256,7 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
         "detail": detail,
         "filters": filters,
         "filter_query": kept.urlencode(),
-        "filter_text": json.dumps(detail.endpoint.filter, indent=2, ensure_ascii=False),
+        "filter_text": endpoint_filter_text(endpoint=detail.endpoint),
         **selectors.endpoint_stats_shown(
             endpoint=detail.endpoint, period=request.GET.get("period")
         ),

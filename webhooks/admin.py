@@ -9,6 +9,7 @@ from django.http import HttpRequest
 from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
 from webhooks.secrets import HMAC_SHA256, SIGNING_SCHEMES
+from webhooks.services.endpoint_filters import endpoint_filter
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.services.endpoints import (
     ENDPOINT_FIELDS,
@@ -60,6 +61,9 @@ class EndpointForm(forms.ModelForm):
         choices=[(scheme, scheme) for scheme in SIGNING_SCHEMES], required=False
     )
 
+    # Stored encrypted (endpoint_filters): edited as JSON, sealed by the services on save.
+    filter = forms.JSONField(required=False)
+
     class Meta:
         model = Endpoint
         fields = ["tenant", *ADMIN_FIELDS]
@@ -68,6 +72,7 @@ class EndpointForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:  # stored encrypted: the form shows and compares plain values
             self.initial["headers"] = endpoint_headers(endpoint=self.instance)
+            self.initial["filter"] = endpoint_filter(endpoint=self.instance)
 
     def clean(self) -> dict[str, Any]:
         super().clean()

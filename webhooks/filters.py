@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -49,14 +50,14 @@ def filter_check(spec: Any, *, field: str = "filter") -> Any:
     size = len(json.dumps(spec, ensure_ascii=False, separators=(",", ":")).encode())
     if size > MAX_BYTES:
         raise InvalidInput(field, f"at most {MAX_BYTES} bytes of compact JSON, not {size}")
-    _Compiler(None).document(spec, field)
+    Compiler(None).document(spec, field)
     return spec
 
 
 def filter_compile(spec: dict[str, Any]) -> Predicate:
     """A predicate over an event document; raises InvalidInput for a bad filter."""
     filter_check(spec)
-    return _Compiler(None).document(spec, "filter")
+    return Compiler(None).document(spec, "filter")
 
 
 def filter_explain(spec: dict[str, Any] | None, document: dict[str, Any]) -> tuple[bool, str]:
@@ -64,7 +65,7 @@ def filter_explain(spec: dict[str, Any] | None, document: dict[str, Any]) -> tup
     if not spec:
         return True, "No filter: every event matches."
     trace: Trace = []
-    matched = _Compiler(trace).document(filter_check(spec), "filter")(document)
+    matched = Compiler(trace).document(filter_check(spec), "filter")(document)
     if matched:
         return True, "Every clause matched."
     return False, "; ".join(f"{path}: {why}" for path, why in trace) or "No clause matched."
@@ -114,20 +115,25 @@ def _equal_to(expected: Any) -> Predicate:
     return lambda value: json_equal(expected, value)
 
 
-def _ordered(value: Any, operand: Any) -> bool:
-    """Number with number, string with string: anything else is no match, never an error."""
-    if value.__class__ in (int, float):
-        return operand.__class__ in (int, float)
-    return value.__class__ is str and operand.__class__ is str
+def _ordered(compare: Callable[[Any, Any], bool], operand: int | float | str) -> Predicate:
+    """`compare(value, operand)` for a value of the operand's kind (number with number,
+    string with string): anything else is no match, never an error. One call per value:
+    routing asks this of every event, per endpoint comparing a field."""
+    if operand.__class__ is str:
+        return lambda value: value.__class__ is str and compare(value, operand)
+    return lambda value: value.__class__ in _NUMBERS and compare(value, operand)
+
+
+_NUMBERS = (int, float)  # bool's class is bool: not a number here
 
 
 # --- the compiler ---------------------------------------------------------------------
 
 COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
-    "$gt": lambda value, operand: value > operand,
-    "$gte": lambda value, operand: value >= operand,
-    "$lt": lambda value, operand: value < operand,
-    "$lte": lambda value, operand: value <= operand,
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
 }
 SYMBOLS = {"$gt": ">", "$gte": "≥", "$lt": "<", "$lte": "≤"}
 LOGICAL = ("$or", "$and", "$not")
@@ -151,7 +157,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class _Compiler:
+class Compiler:
     """Turns a filter into closures. With a `trace`, each leaf that fails notes its path
     and why, and a clause that matches after all (a branch of `$or`) takes its notes back."""
 
@@ -191,15 +197,21 @@ class _Compiler:
 
         return self._leaf(scalar, path, lambda value: f"{_show(value)} is not {_show(spec)}")
 
-    def _object(self, spec: dict[str, Any], path: str, *, top: bool) -> Predicate:
+    def _object(
+        self, spec: dict[str, Any], path: str, *, top: bool, in_lists: bool = True
+    ) -> Predicate:
+        """`in_lists`: against an event list, one element holds it (not for an item of a
+        list in the filter, which an element holds itself)."""
         operators = []
         fields = []
         for key, operand in spec.items():
             if key.startswith("$"):
                 if top:  # document() allowed only the logical ones here
-                    operators.append(self._logical(key, operand, f"{path}.{key}", top=True))
+                    operators.append(
+                        self.operator_predicate(key, operand, f"{path}.{key}", top=True)
+                    )
                 else:
-                    operators.append(self._operator(key, operand, f"{path}.{key}"))
+                    operators.append(self.operator_predicate(key, operand, f"{path}.{key}"))
             else:
                 fields.append((key, self.value(operand, f"{path}.{key}")))
         checks = tuple(operators)
@@ -213,7 +225,7 @@ class _Compiler:
             # Not an object: every field of it is missing (so `$neq` under it matches).
             return all(match(MISSING) for _, match in by_field)
 
-        if top:
+        if top or not in_lists:
             return self._all((*checks, subset))
 
         def in_list(value: Any) -> bool:  # an object against a list: one element holds it
@@ -231,8 +243,11 @@ class _Compiler:
         return lambda value: all(check(value) for check in checks)
 
     def _contains_all(self, spec: list[Any], path: str) -> Predicate:
-        """A list in a filter: the event's list holds every item, in any order."""
-        items = tuple(self.value(item, f"{path}[{n}]") for n, item in enumerate(spec))
+        """A list in a filter: the event's list holds every item, in any order. An item
+        is held by an element equal to it (a list item: an element list holding all of
+        its items; an object: an element object holding it by subset), never by an
+        element list holding it: `[1]` is not in `[[1, 2]]`, as `1` is not."""
+        items = tuple(self._item(item, f"{path}[{n}]") for n, item in enumerate(spec))
 
         def contains_all(value: Any) -> bool:
             if value.__class__ is not list:
@@ -243,7 +258,19 @@ class _Compiler:
             contains_all, path, lambda value: f"{_show(value)} does not contain {_show(spec)}"
         )
 
-    def _operator(self, name: str, operand: Any, path: str) -> Predicate:
+    def _item(self, spec: Any, path: str) -> Predicate:
+        if isinstance(spec, dict):
+            return self._object(spec, path, top=False, in_lists=False)
+        if isinstance(spec, list):
+            return self._contains_all(spec, path)
+        return _equal_to(spec)
+
+    def operator_predicate(
+        self, name: str, operand: Any, path: str, *, top: bool = False
+    ) -> Predicate:
+        """One `$operator: operand` of an object (of the document itself when `top`)."""
+        if top:
+            return self._logical(name, operand, path, top=True)
         if name in LOGICAL:
             return self._logical(name, operand, path, top=False)
         if name in ("$eq", "$neq"):
@@ -256,9 +283,8 @@ class _Compiler:
         if name in COMPARISONS:
             if operand.__class__ not in (int, float, str):
                 raise InvalidInput(path, "expected a number or a string")
-            compare = COMPARISONS[name]
             return self._leaf(
-                lambda value: _ordered(value, operand) and compare(value, operand),
+                _ordered(COMPARISONS[name], operand),
                 path,
                 lambda v: f"{_show(v)} is not {SYMBOLS[name]} {_show(operand)}",
             )

@@ -83,9 +83,10 @@ class Endpoint(models.Model):
     event_types = models.JSONField(default=list, blank=True)
     rate_limit = models.PositiveIntegerField(null=True, blank=True)
     headers = models.JSONField(default=dict, blank=True)
-    # Which events it takes besides `event_types` (webhooks/filters.py); null: all. Read by
-    # routing, so a change to it bumps the tenant's routing version (migration 0012).
-    filter = models.JSONField(null=True, blank=True)
+    # Which events it takes besides `event_types` (webhooks/filters.py): its JSON encrypted
+    # like the secret (webhooks/services/endpoint_filters.py); empty: all. Read by routing,
+    # so a change to it bumps the tenant's routing version (migration 0013's trigger).
+    filter = models.TextField(blank=True, default="")
     is_active = models.BooleanField(default=True)
     # The tenant's own name for the customer this endpoint belongs to (null: none);
     # consumer keys and portal sessions see only the endpoints of their owner.

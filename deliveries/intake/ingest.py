@@ -156,7 +156,7 @@ def _insert_routed(
     event_ids = [new_id("evt") for _ in inputs]
     per_event = deliveries_build(
         fan_out=[
-            (event_id, [e.pk for e in routing.routed(item, exclude=exclude_endpoint_id)])
+            (event_id, routing.routed(item, exclude=exclude_endpoint_id))
             for event_id, item in zip(event_ids, inputs, strict=True)
         ]
     )

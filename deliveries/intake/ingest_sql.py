@@ -24,7 +24,7 @@ from __future__ import annotations
 # has no active endpoint (e.id NULL), the version 0 before any endpoint change. The filter
 # as text: routing.py keys its compiled predicates by it (jsonb's text is canonical).
 ROUTING = """
-SELECT v.version, e.id, e.event_types, e.filter::text
+SELECT v.version, e.id, e.event_types, e.filter
 FROM (SELECT COALESCE(
     (SELECT version FROM webhooks_routingversion WHERE tenant_id = %(tenant_id)s), 0
 ) AS version) v

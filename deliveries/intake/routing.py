@@ -14,10 +14,11 @@ insert itself:
    one it routed with (the `gate` of ingest_sql.INGEST_GATED); otherwise it fails with
    `RoutingChanged` and the caller reads the routing again and retries.
 
-Filters (DESIGN decision 24) are compiled when the routing is read, into predicates kept
-by the filter's text, so an endpoint whose filter did not change is not compiled again
-when another endpoint of its tenant changes; routing an event only calls them, and a
-tenant with no filter does no filter work at all.
+Filters (DESIGN decision 24) are compiled when the routing is read, kept by the filter's
+text, so an endpoint whose filter did not change is not compiled again when another
+endpoint of its tenant changes. Per event type the routing keeps who takes it
+(fan_out.py): routing an event asks its filters' clauses once each, and a tenant with no
+filter does no filter work at all.
 
 PostgreSQL only: the ORM path of other databases reads the endpoints every time (its
 filters come from the same compiled cache).
@@ -27,16 +28,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import IntegrityError, connection
 
+from core.crypto import DecryptionFailed
 from core.exceptions import HomingError, InvalidInput
+from deliveries.intake.fan_out import (
+    MATCHES_NOTHING,
+    CompiledFilter,
+    TypeFanOut,
+    compiled_filter,
+    fan_out_build,
+)
 from deliveries.intake.ingest_sql import ROUTING
-from webhooks.filters import Predicate, event_document, filter_compile
+from webhooks.filters import event_document
 from webhooks.models import Endpoint, Event
+from webhooks.services.endpoint_filters import filter_opened
 from webhooks.services.event_input import EventInput
 
 logger = logging.getLogger(__name__)
@@ -50,84 +59,97 @@ CACHE_FILTERS = 20_000
 
 @dataclass
 class Routing:
-    """A tenant's active endpoints (id and event_types only) as of `version`, and the
-    compiled filters of those that have one."""
+    """A tenant's active endpoints (id and event_types only) as of `version`, the
+    compiled filters of those that have one, and per event type who takes it (fan_out.py)."""
 
     version: int
     endpoints: tuple[Endpoint, ...]
-    filters: dict[str, Predicate] = field(default_factory=dict)
-    _targets: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict, repr=False)
+    filters: dict[str, CompiledFilter] = field(default_factory=dict)
+    _fan_outs: dict[str, TypeFanOut] = field(default_factory=dict, repr=False)
 
-    def targets(self, event_type: str, *, exclude: str | None = None) -> tuple[Endpoint, ...]:
-        """The endpoints that take `event_type`, in a stable order (shared: read only)."""
-        found = self._targets.get(event_type)
-        if found is None:
-            found = tuple(e for e in self.endpoints if e.matches(event_type))
-            if len(self._targets) < CACHE_TYPES:
-                self._targets[event_type] = found
-        return found if exclude is None else tuple(e for e in found if e.pk != exclude)
-
-    def routed(self, item: EventInput, *, exclude: str | None = None) -> Iterable[Endpoint]:
-        """The endpoints that take this event: its type, then their filters."""
-        found = self.targets(item.type, exclude=exclude)
-        if not self.filters:  # the usual case: no filter work at all
-            return found
-        return endpoints_filtered(found, self.filters, item)
+    def routed(self, item: EventInput, *, exclude: str | None = None) -> Sequence[str]:
+        """The ids of the endpoints that take this event: its type, then their filters,
+        in a stable order (shared: read only)."""
+        fan_out = self._fan_outs.get(item.type)
+        if fan_out is None:
+            filters = self.filters
+            fan_out = fan_out_build(
+                item.type,
+                ((e.pk, filters.get(e.pk)) for e in self.endpoints if e.matches(item.type)),
+            )
+            if len(self._fan_outs) < CACHE_TYPES:
+                self._fan_outs[item.type] = fan_out
+        found = fan_out.endpoint_ids(item)
+        return found if exclude is None else [pk for pk in found if pk != exclude]
 
 
 def endpoints_filtered(
-    endpoints: Iterable[Endpoint], filters: dict[str, Predicate], item: EventInput
+    endpoints: Iterable[Endpoint], filters: dict[str, CompiledFilter], item: EventInput
 ) -> list[Endpoint]:
-    """Those of `endpoints` whose filter (if any) matches the event."""
+    """Those of `endpoints` whose filter (if any) matches the event (the ORM path: it
+    reads the endpoints for each ingestion, so it has no per-type fan-out to keep)."""
     if not filters:
         return list(endpoints)
     document = event_document(item.type, item.data, item.ordering_key)
-    # Endpoints with equal filters share one compiled predicate (filter_predicate's cache):
+    # Endpoints with equal filters share one compiled filter (filter_predicate's cache):
     # each is asked once per event.
     answers: dict[int, bool] = {}
     chosen = []
     for endpoint in endpoints:
-        match = filters.get(endpoint.pk)
-        if match is None:
+        compiled = filters.get(endpoint.pk)
+        if compiled is None:
             chosen.append(endpoint)
             continue
-        answer = answers.get(id(match))
+        answer = answers.get(id(compiled))
         if answer is None:
-            answer = answers[id(match)] = match(document)
+            answer = answers[id(compiled)] = compiled.whole(document)
         if answer:
             chosen.append(endpoint)
     return chosen
 
 
-_compiled: dict[str, Predicate] = {}
+# Stored filter → compiled, by the stored token (opened once), and by the filter's JSON, so
+# equal filters share one compiled form although each token is encrypted anew.
+_by_token: dict[str, CompiledFilter | None] = {}
+_by_text: dict[str, CompiledFilter] = {}
 
 
-def filter_predicate(spec: Any) -> Predicate | None:
-    """The compiled predicate of a stored filter (its JSON text, or the value), from the
-    process's cache; None for no filter (null or `{}`: every event matches)."""
-    if spec is None:
+def filter_predicate(stored: str) -> CompiledFilter | None:
+    """The compiled form of a stored filter (encrypted: endpoint_filters), from the
+    process's caches: a token is decrypted when routing first reads it, never per event.
+    None for no filter ("" or `{}`: every event matches)."""
+    if not stored:
         return None
-    text = spec if isinstance(spec, str) else json.dumps(spec, sort_keys=True)
-    found = _compiled.get(text)
+    if stored not in _by_token:
+        if len(_by_token) >= CACHE_FILTERS:
+            _by_token.clear()
+        _by_token[stored] = _compiled(stored)
+    return _by_token[stored]
+
+
+def _compiled(stored: str) -> CompiledFilter | None:
+    try:
+        value = filter_opened(stored)
+    except (DecryptionFailed, ValueError):
+        # No key of HOMING_ENCRYPTION_KEY opens it: it takes nothing, rather than fail
+        # every ingestion of its tenant or take what it was meant to keep out.
+        logger.error("an endpoint filter cannot be decrypted: it matches nothing")
+        return MATCHES_NOTHING
+    if not value:
+        return None
+    text = json.dumps(value, sort_keys=True)
+    found = _by_text.get(text)
     if found is None:
-        value = json.loads(text) if isinstance(spec, str) else spec
-        if not value:
-            return None
-        if len(_compiled) >= CACHE_FILTERS:
-            _compiled.clear()
+        if len(_by_text) >= CACHE_FILTERS:
+            _by_text.clear()
         try:
-            found = filter_compile(value)
+            found = compiled_filter(value)
         except InvalidInput:
-            # Saved around the API's check (raw SQL): it takes nothing rather than failing
-            # every ingestion of its tenant or taking what it was meant to keep out.
+            # Saved around the API's check (raw SQL): it takes nothing, likewise.
             logger.error("endpoint filter does not compile, it matches nothing: %s", text[:200])
-            found = _nothing
-        _compiled[text] = found
+            found = MATCHES_NOTHING
+        _by_text[text] = found
     return found
-
-
-def _nothing(document: Any) -> bool:
-    return False
 
 
 class RoutingChanged(HomingError):
@@ -191,4 +213,5 @@ def routing_changed(error: IntegrityError) -> bool:
 def routing_forget() -> None:
     """Drop every cached routing (tests that rebuild the database under a process)."""
     _cache.clear()
-    _compiled.clear()
+    _by_token.clear()
+    _by_text.clear()

@@ -4,10 +4,19 @@ tenant (alice), her customer carol (a consumer key) and another tenant (bob) get
 from __future__ import annotations
 
 import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.db import connection
 from rest_framework.test import APIClient
 
+from core import crypto
+from deliveries.intake import routing
+from deliveries.intake.ingest import event_ingest
 from deliveries.models import Delivery
 from tests.factories import consumer_key_via_api
+from tests.migrations import latest, migrate
+from webhooks.models import Endpoint, RoutingVersion, Tenant
+from webhooks.services.endpoint_filters import endpoint_filter
 
 URL = "http://127.0.0.1:9/hooks"
 BIG = {"data": {"amount": {"$gte": 100}}}
@@ -149,3 +158,62 @@ def test_carol_sets_a_filter_on_her_endpoint(alice):
     carol = _consumer(alice, "carol")
     made = carol.post("/api/v1/endpoints", {"url": URL, "filter": BIG}, format="json")
     assert made.status_code == 201 and made.json()["filter"] == BIG
+
+
+SECRETIVE = {"data": {"customer": {"id": {"$in": ["cus_secret_4711"]}}, "country": "LU"}}
+
+
+def _stored_filter(endpoint_id):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT filter FROM webhooks_endpoint WHERE id = %s", [endpoint_id])
+        return cursor.fetchone()[0]
+
+
+def test_the_table_holds_the_filter_encrypted_and_the_api_shows_it(alice):
+    endpoint = _create(alice, filter=SECRETIVE)
+    column = _stored_filter(endpoint["id"])
+    assert column and "cus_secret_4711" not in column and "customer" not in column
+    assert "LU" not in column and "$in" not in column
+    shown = alice.client.get(f"/api/v1/endpoints/{endpoint['id']}").json()["filter"]
+    assert shown == SECRETIVE
+    assert _post_event(alice, {"customer": {"id": "cus_secret_4711"}, "country": "LU"})[
+        "deliveries"
+    ]
+    assert not _post_event(alice, {"customer": {"id": "cus_1"}, "country": "LU"})["deliveries"]
+
+
+def test_the_key_rotation_reencrypts_the_filter(alice, settings):
+    old_key, new_key = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.HOMING_ENCRYPTION_KEY = [old_key]
+    endpoint = _create(alice, filter=SECRETIVE)
+    settings.HOMING_ENCRYPTION_KEY = [new_key, old_key]
+    call_command("rotate_encryption_key")
+    settings.HOMING_ENCRYPTION_KEY = [new_key]  # the old key is gone
+    assert alice.client.get(f"/api/v1/endpoints/{endpoint['id']}").json()["filter"] == SECRETIVE
+
+
+def test_the_migration_encrypts_existing_filters_and_keeps_routing_by_them(transactional_db):
+    before = [("webhooks", "0015_event_trace_context")]
+    old_apps = migrate(before)
+    tenant = old_apps.get_model("webhooks", "Tenant").objects.create(id="ten_m", name="m")
+    old_endpoints = old_apps.get_model("webhooks", "Endpoint").objects
+    for pk, spec in [("ep_a", SECRETIVE), ("ep_b", None), ("ep_c", {})]:
+        old_endpoints.create(
+            id=pk, tenant=tenant, url=URL, secret=crypto.encrypt("whsec_x"), filter=spec
+        )
+
+    migrate(latest())
+
+    assert "cus_secret_4711" not in _stored_filter("ep_a")
+    assert _stored_filter("ep_b") == ""
+    assert endpoint_filter(endpoint=Endpoint.objects.get(pk="ep_a")) == SECRETIVE
+    assert endpoint_filter(endpoint=Endpoint.objects.get(pk="ep_c")) == {}
+    routing.routing_forget()
+    event = event_ingest(
+        tenant=Tenant.objects.get(pk="ten_m"), event_type="a.b", data={"country": "DE"}
+    )
+    assert sorted(d.endpoint_id for d in event.deliveries) == ["ep_b", "ep_c"]
+    # The routing trigger is back: a changed filter bumps the tenant's routing version.
+    version = RoutingVersion.objects.get(tenant_id="ten_m").version
+    Endpoint.objects.filter(pk="ep_a").update(filter="")
+    assert RoutingVersion.objects.get(tenant_id="ten_m").version != version

@@ -19,6 +19,7 @@ from webhooks.secrets import SIGNING_SCHEMES
 from webhooks.services import endpoint_auth as auth_rules
 from webhooks.services import endpoint_certificates as certificate_rules
 from webhooks.services import endpoint_rules as rules
+from webhooks.services.endpoint_filters import filter_opened
 from webhooks.services.endpoints import headers_decrypted
 
 
@@ -122,7 +123,11 @@ class AuthField(serializers.Field):
     }
 )
 class FilterField(serializers.JSONField):
-    """Any JSON here; webhooks.filters checks it (a 400 naming its path)."""
+    """Any JSON here; webhooks.filters checks it (a 400 naming its path). Stored
+    encrypted, shown in plain (endpoint_filters)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return filter_opened(value) if isinstance(value, str) else value
 
 
 class CertificateInfoSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ from webhooks.models import Endpoint, Tenant
 from webhooks.secrets import ED25519, HMAC_SHA256, generate_secret, public_key, signing_of
 from webhooks.services.endpoint_auth import endpoint_auth_check
 from webhooks.services.endpoint_certificates import endpoint_certificate_check
+from webhooks.services.endpoint_filters import filter_sealed
 from webhooks.services.endpoint_rules import endpoint_fields_check
 from webhooks.signals import endpoint_retired
 
@@ -60,6 +61,8 @@ def endpoint_create(*, tenant: Tenant, by_consumer: bool = False, **fields: Any)
         fields["headers"] = _headers_encrypted(fields["headers"])
     if "auth" in fields:
         fields["auth"] = endpoint_auth_check(auth=fields["auth"])
+    if "filter" in fields:
+        fields["filter"] = filter_sealed(fields["filter"])
     if "tls_client_certificate" in fields:
         pem = fields["tls_client_certificate"]
         fields["tls_client_certificate"] = endpoint_certificate_check(pem=pem)
@@ -110,6 +113,8 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
         fields["headers"] = _headers_encrypted(fields["headers"])
     if "auth" in fields:
         fields["auth"] = endpoint_auth_check(auth=fields["auth"], stored=endpoint.auth)
+    if "filter" in fields:
+        fields["filter"] = filter_sealed(fields["filter"])
     if "tls_client_certificate" in fields:  # null or "" removes it
         pem = fields["tls_client_certificate"]
         fields["tls_client_certificate"] = endpoint_certificate_check(pem=pem)
@@ -218,8 +223,8 @@ def _expiry(item: dict[str, str]) -> datetime:
 
 
 def endpoint_secrets_reencrypt() -> int:
-    """Re-encrypt every stored secret, header value, OAuth2 client secret and client
-    certificate with the first HOMING_ENCRYPTION_KEY; returns how many endpoints (the key
+    """Re-encrypt every stored secret, header value, OAuth2 client secret, client
+    certificate and filter with the first HOMING_ENCRYPTION_KEY; returns how many endpoints (the key
     rotation command). Row by row, each in its own short transaction."""
     done = 0
     for pk in Endpoint.all_objects.values_list("pk", flat=True).iterator(chunk_size=500):
@@ -240,6 +245,8 @@ def endpoint_secrets_reencrypt() -> int:
                 endpoint.auth = {**endpoint.auth, "client_secret": secret}
             if endpoint.tls_client_certificate:
                 endpoint.tls_client_certificate = crypto.reencrypt(endpoint.tls_client_certificate)
+            if endpoint.filter:
+                endpoint.filter = crypto.reencrypt(endpoint.filter)
             endpoint.save(
                 update_fields=[
                     "secret",
@@ -247,6 +254,7 @@ def endpoint_secrets_reencrypt() -> int:
                     "headers",
                     "auth",
                     "tls_client_certificate",
+                    "filter",
                 ]
             )
         done += 1

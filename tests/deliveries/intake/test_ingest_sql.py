@@ -23,7 +23,7 @@ from webhooks.services.event_input import EventInput
 # The SHA-256 of each statement's text: whoever changes a statement reads it whole again
 # (and the comment above it) and updates this.
 PINNED = {
-    "ROUTING": "fcf58d0a3256d61335f6aa11355ece2df1a2f43717dbb045206ea6905d5b036b",
+    "ROUTING": "c564e5da92bfa60fc08a3e296ab4e0cabac1be76720572ee781f11702c1b8353",
     "INGEST_GATED": "50836fb02d92204a5eabcd1a0ceec924a7f0ed0f277c6d400c9275dd6bf924f2",
     "INGEST_GATED_EVENTS_ONLY": "4a2ad43a03b1f4cce7b76ce7b5213f003fdbb39fd0a8038d72aa337dc360ef82",
     "INGEST_UNGATED": "ad6a9f42b500ba52702b75034efa60b045de9816dec22dfe4d9ebc2a2731f428",

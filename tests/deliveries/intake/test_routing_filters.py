@@ -4,6 +4,7 @@ sequence number, on the one-statement path (cached routing) and the ORM path ali
 from __future__ import annotations
 
 import pytest
+from cryptography.fernet import Fernet
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -12,6 +13,7 @@ from deliveries.intake.ingest import event_ingest, events_ingest
 from deliveries.models import Delivery
 from tests.factories import endpoint_row
 from webhooks.models import Endpoint, RoutingVersion
+from webhooks.services.endpoint_filters import filter_sealed
 from webhooks.services.event_input import EventInput
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,10 +72,12 @@ def test_a_changed_filter_is_seen_by_the_next_event(alice):
     shop = endpoint_row(alice.tenant, filter=BIG)
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 5})  # cache warm
     before = RoutingVersion.objects.get(tenant=alice.tenant).version
-    Endpoint.objects.filter(pk=shop.pk).update(filter={"data": {"amount": {"$lt": 100}}})
+    Endpoint.objects.filter(pk=shop.pk).update(
+        filter=filter_sealed({"data": {"amount": {"$lt": 100}}})
+    )
     assert RoutingVersion.objects.get(tenant=alice.tenant).version != before
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 6})
-    Endpoint.objects.filter(pk=shop.pk).update(filter=None)
+    Endpoint.objects.filter(pk=shop.pk).update(filter="")
     event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 700})
     assert _sequences(shop) == [(1, 6), (2, 700)]
 
@@ -100,6 +104,31 @@ def test_a_filter_is_compiled_once_and_shared_by_equal_filters(alice, bob):
 def test_a_stored_filter_that_does_not_compile_takes_nothing(alice):
     # Written around the API's check: routing must neither fail nor let everything through.
     shop, every = endpoint_row(alice.tenant), endpoint_row(alice.tenant)
-    Endpoint.objects.filter(pk=shop.pk).update(filter={"data": {"a": {"$bogus": 1}}})
+    Endpoint.objects.filter(pk=shop.pk).update(filter=filter_sealed({"data": {"a": {"$bogus": 1}}}))
     event = event_ingest(tenant=alice.tenant, event_type="a.b", data={"a": 1})
     assert [d.endpoint_id for d in event.deliveries] == [every.pk]
+
+
+def test_a_stored_filter_no_key_decrypts_takes_nothing(alice, settings):
+    # HOMING_ENCRYPTION_KEY lost the key it was sealed with: neither fail nor let all in.
+    endpoint_row(alice.tenant, filter=BIG)
+    every = endpoint_row(alice.tenant)
+    settings.HOMING_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    event = event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 500})
+    assert [d.endpoint_id for d in event.deliveries] == [every.pk]
+
+
+def test_routing_decrypts_a_filter_once_not_per_event(alice, monkeypatch):
+    endpoint_row(alice.tenant, filter=BIG)
+    opened = []
+
+    def filter_opened(stored):
+        opened.append(stored)
+        return BIG
+
+    monkeypatch.setattr(routing, "filter_opened", filter_opened)
+    for amount in (5, 500, 50, 5000):
+        event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": amount})
+    endpoint_row(alice.tenant)  # another endpoint: the routing is read again
+    event_ingest(tenant=alice.tenant, event_type="a.b", data={"amount": 1})
+    assert len(opened) == 1
