@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -58,19 +59,48 @@ class Process:
         """kill -9 the whole process group, as a crash would."""
         os.killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait(timeout=10)
+        _wait_for_group(self.popen.pid, timeout=10)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
+        """SIGTERM to the whole group, then SIGKILL to whatever is left after 15 s. Done
+        when every process of the group is gone, not only the first: a child still
+        running (a Celery worker under run_worker, a gunicorn worker) holds a database
+        connection, and the test database cannot be dropped at the end of the session."""
+        if _group_alive(self.popen.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            if not _wait_for_group(self.popen.pid, timeout=5):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait(timeout=10)
+                _wait_for_group(self.popen.pid, timeout=10)
         self._log.close()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of this process group is still running (zombies do not count:
+    they hold nothing)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, split after its ')'.
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
+def _wait_for_group(group: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _group_alive(group):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def start_worker(log_dir: Path, name: str = "worker", concurrency: int = 4, **env: str) -> Process:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import socket
+import threading
 import time
 
 import pytest
@@ -68,12 +69,14 @@ def test_no_one_second_window_holds_more_than_the_rate(alice, settings):
     # A token bucket (or a GCRA with a burst) admits a full burst after a pause and then
     # keeps admitting at the rate: up to twice the rate in one second.
     settings.HOMING_TENANT_EVENT_RATE = 5
-    accepted = []  # (sent, answered): each was admitted somewhere in between
+    # (sent, answered): each was admitted or refused somewhere in between.
+    accepted: list[tuple[float, float]] = []
+    refused: list[tuple[float, float]] = []
     ends = time.monotonic() + 2.6
-    while time.monotonic() < ends:
+    while time.monotonic() < ends or len(accepted) + len(refused) < 15:
         sent = time.monotonic()
-        if _post(alice).status_code == 202:
-            accepted.append((sent, time.monotonic()))
+        status = _post(alice).status_code
+        (accepted if status == 202 else refused).append((sent, time.monotonic()))
         time.sleep(0.02)
     # Six admissions within one second: the sixth answered less than a second after the
     # first was sent.
@@ -83,7 +86,17 @@ def test_no_one_second_window_holds_more_than_the_rate(alice, settings):
         if sixth[1] - first[0] < 1.0
     ]
     assert crowded == []
-    assert len(accepted) >= 12  # and the rate is given, not starved: 5 + 5 + 2..5
+    # And the rate is given, not starved: a request is refused only when the second
+    # before it may have held 5 admissions. Counted generously (an earlier admission
+    # answered less than a second before the refusal was sent), so a slow machine only
+    # adds to the count, where a total of admissions in 2.6 s would not be reached on it.
+    starved = [
+        (sent, answered)
+        for sent, answered in refused
+        if sum(1 for start, done in accepted if start < sent and done > sent - 1.0) < 5
+    ]
+    assert starved == []
+    assert len(accepted) >= 5  # of at least 15 requests
 
 
 def test_another_tenant_is_not_held_back(alice, bob, settings):
@@ -232,31 +245,54 @@ def test_tenant_limits_names_an_unknown_tenant(db):
         call_command("tenant_limits", "ten_nope", stdout=io.StringIO())
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+class HangingUpRedis:
+    """A port where Redis seems down: every connection is accepted, counted and closed
+    before a word is read (the count is taken before the caller can see the failure)."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._hang_up, daemon=True)
+        self._thread.start()
+
+    def _hang_up(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(5)
 
 
 @pytest.fixture
-def redis_refusing(settings):
-    """Homing's Redis client pointed at a port where nothing listens, as when Redis is down."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+def redis_down(settings):
+    """Homing's Redis client pointed at a HangingUpRedis, as when Redis is down."""
+    down = HangingUpRedis()
+    settings.REDIS_URL = f"redis://127.0.0.1:{down.port}/0"
     redis_client.cache_clear()
     backpressure.rate_forget()
-    yield
+    yield down
+    down.close()
     redis_client.cache_clear()
 
 
 def test_without_redis_each_process_keeps_the_rate_and_accepts_events(
-    alice, settings, redis_refusing, caplog
+    alice, settings, redis_down, caplog
 ):
     settings.HOMING_TENANT_EVENT_RATE = 2
-    started = time.monotonic()
-    assert [_post(alice).status_code for _ in range(3)] == [202, 202, 429]
-    assert time.monotonic() - started < 1.0  # no request waits long on the dead Redis
+    assert _post(alice).status_code == 202
+    asked = redis_down.connections
+    assert asked >= 1  # the first request asked Redis
+    assert [_post(alice).status_code for _ in range(2)] == [202, 429]
+    # No request waits on the dead Redis: the next ones use the process's own window
+    # without asking it again (REDIS_RETRY_SECONDS) - counted, not timed.
+    assert redis_down.connections == asked
     assert "tenant event rates unavailable (Redis)" in caplog.text
     assert Event.objects.count() == 2
