@@ -223,6 +223,24 @@ def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> Outcome:
     return Outcome("created", span, [name], seconds=time.monotonic() - started)
 
 
+def partition_indexes_named(cursor, *, table: str, partition: str) -> None:  # type: ignore[no-untyped-def]
+    """Name a partition's indexes after the table's (`delivery_endpoint_sequence_p2026…`)
+    rather than PostgreSQL's column-made names: plans then say which index they use."""
+    suffix = partition.removeprefix(table)
+    cursor.execute(
+        "SELECT child.relname, parent.relname FROM pg_index x"
+        " JOIN pg_inherits i ON i.inhrelid = x.indexrelid"
+        " JOIN pg_class child ON child.oid = x.indexrelid"
+        " JOIN pg_class parent ON parent.oid = i.inhparent"
+        " WHERE x.indrelid = %s::regclass",
+        [partition],
+    )
+    for child, parent in cursor.fetchall():
+        wanted = f"{parent[: 63 - len(suffix)]}{suffix}"
+        if child != wanted:
+            cursor.execute(f'ALTER INDEX "{child}" RENAME TO "{wanted}"')
+
+
 def partitions_drop_expired(*, now_ms: int | None = None, dry_run: bool = False) -> list[Outcome]:
     """Drop the intervals wholly older than HOMING_RETENTION, all three tables' partitions
     of one interval together, and raise each endpoint's `purged_through` to the highest

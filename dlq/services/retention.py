@@ -9,6 +9,13 @@ letter still waiting in the queue keeps its event, delivery and attempts.
 Deletes run in small batches, each in its own short transaction, walking the
 `event_created` index oldest first: never one big DELETE, never a long lock, so the
 scheduler can run this every minute while workers write the same tables.
+
+On PostgreSQL, history is partitioned by time (deliveries/lifecycle/partitions.py): the
+intervals wholly past HOMING_RETENTION are dropped first, a DROP each, whatever their
+rows. The batched delete then finds only what no drop could take: rows in the default
+partition (ids from before the current alphabet, rows a replay put back) and rows of
+intervals kept for an unfinished delivery. Dead letters whose event went with its
+interval go too once they are settled; a waiting one keeps what its replay needs.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from core.clock import database_now
+from deliveries.lifecycle.partitions import (
+    EVENTS,
+    history_partitioned,
+    partitions_drop_expired,
+    partitions_list,
+)
 from deliveries.models import Attempt, Delivery, EndpointMinute, SequenceCounter
 from dlq.models import DeadLetter
 from webhooks.models import Event, IdempotencyRecord
@@ -45,6 +58,7 @@ class PurgeReport:
     attempts: int = 0
     dead_letters: int = 0
     idempotency_records: int = 0
+    partitions: int = 0  # dropped whole (PostgreSQL)
     complete: bool = True  # False when the time budget ran out first
 
     def as_dict(self) -> dict[str, int]:
@@ -71,6 +85,8 @@ def retention_purge(
     deadline = time.monotonic() + time_budget if time_budget is not None else None
     cutoff = now - timedelta(seconds=settings.HOMING_RETENTION)
     report = PurgeReport()
+    if history_partitioned():
+        _drop_partitions(now=now, report=report, dry_run=dry_run, batch_size=batch_size)
     cursor: tuple[datetime, str] | None = None
     while batch := _old_events(cutoff=cutoff, after=cursor, limit=batch_size):
         cursor = batch[-1]
@@ -89,6 +105,36 @@ def retention_purge(
     if not dry_run and any(report.as_dict().values()):
         logger.info("retention purge: %s", report, extra=report.as_dict())
     return report
+
+
+def _drop_partitions(*, now: datetime, report: PurgeReport, dry_run: bool, batch_size: int) -> None:
+    for outcome in partitions_drop_expired(now_ms=int(now.timestamp() * 1000), dry_run=dry_run):
+        if outcome.action == "dropped":
+            report.partitions += len(outcome.partitions)
+            if not dry_run:
+                logger.info("retention: %s", outcome)
+        else:
+            logger.info("retention: %s", outcome)
+    if not dry_run and report.partitions:
+        report.dead_letters += _purge_orphaned_dead_letters(batch_size=batch_size)
+
+
+def _purge_orphaned_dead_letters(*, batch_size: int) -> int:
+    """Settled dead letters whose event was dropped with its interval: below the oldest
+    interval left, and not in the default partition either."""
+    starts = [p.start_ms for p in partitions_list() if p.table == EVENTS.table and p.start_ms]
+    if not starts:
+        return 0
+    floor = EVENTS.bound(min(starts))
+    settled = DeadLetter.objects.filter(event_id__lt=floor).exclude(_waiting_dead_letters())
+    deleted = 0
+    while ids := list(
+        settled.exclude(event_id__in=Event.objects.filter(id__lt=floor).values("id"))
+        .order_by("event_id")
+        .values_list("pk", flat=True)[:batch_size]
+    ):
+        deleted += DeadLetter.objects.filter(pk__in=ids).delete()[0]
+    return deleted
 
 
 def _old_events(
