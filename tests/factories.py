@@ -24,6 +24,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from core.ids import id_at
 from deliveries.intake.sequences import sequences_take
 from deliveries.lifecycle.in_hand import in_hand_of
 from deliveries.models import Attempt, Delivery
@@ -174,12 +175,18 @@ def delivery_row(
     attempts: int = 1,
     event_type: str = "order.paid",
     dead_letter: str | None = None,
+    made_ms: int | None = None,
 ) -> Delivery:
     """A delivery in `status` with its event and attempts, the event `age_days` old;
-    dead_letter: None, "waiting", or "replayed"."""
+    dead_letter: None, "waiting", or "replayed"; made_ms: the event's and delivery's ids
+    made at that millisecond (the partition they live in), not now."""
     now = timezone.now()
-    event = Event.objects.create(tenant=ep.tenant, type=event_type, data={"n": 1})
+    ids = {} if made_ms is None else {"id": id_at("evt", made_ms)}
+    event = Event.objects.create(tenant=ep.tenant, type=event_type, data={"n": 1}, **ids)
+    if made_ms is not None:
+        ids = {"id": id_at("dlv", made_ms + 1)}  # a millisecond after its event, as intake
     made = Delivery.objects.create(
+        **ids,
         tenant=ep.tenant,
         event=event,
         endpoint=ep,
