@@ -251,6 +251,9 @@ HOMING_IDEMPOTENCY_TTL = duration("HOMING_IDEMPOTENCY_TTL", default="24h")
 HOMING_SECRET_ROTATION_GRACE = duration("HOMING_SECRET_ROTATION_GRACE", default="24h")
 # Finished events older than this are purged with their deliveries (dlq/services/retention.py).
 HOMING_RETENTION = duration("HOMING_RETENTION", default="30d")
+# PostgreSQL: the time span of one partition of events, deliveries and attempts; retention
+# drops whole partitions (deliveries/lifecycle/partitions.py).
+HOMING_PARTITION_INTERVAL = duration("HOMING_PARTITION_INTERVAL", default="1d")
 # Django refuses larger bodies before our own 413 check could name the limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     HOMING_MAX_PAYLOAD_BYTES * 2, HOMING_MAX_BATCH_BYTES * 2, 2_621_440

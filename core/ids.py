@@ -39,6 +39,26 @@ def id_at(prefix: str, millisecond: int) -> str:
     return f"{prefix}_{''.join([_PAIRS[(bits >> shift) & 1023] for shift in _SHIFTS])}"
 
 
+def id_floor(prefix: str, millisecond: int) -> str:
+    """The smallest id made at `millisecond` (its random bits all zero): every id made at
+    or after it sorts at or after this one, every id made before it sorts before. A
+    bound of a time range of ids (the partitions of history, lifecycle/partitions.py)."""
+    bits = millisecond << 82
+    return f"{prefix}_{''.join([_PAIRS[(bits >> shift) & 1023] for shift in _SHIFTS])}"
+
+
+def id_millisecond(id_: str) -> int | None:
+    """The millisecond an id was made at; None for an id made before the current
+    alphabet (or not made by new_id)."""
+    head = id_.partition("_")[2][:10]  # 50 bits: the 48 of the millisecond and 2 more
+    if len(head) < 10 or not head[0].isdigit() or any(c not in ALPHABET for c in head):
+        return None
+    value = 0
+    for char in head:
+        value = value * 32 + ALPHABET.index(char)
+    return value >> 2
+
+
 def id_field(prefix: str) -> models.CharField:
     """The primary key of a model whose ids look like `<prefix>_…`."""
     return models.CharField(

@@ -22,7 +22,12 @@ class Delivery(models.Model):
     # `delivery_endpoint_sequence` lead with them and serve every lookup by either (each
     # index more is written by every ingested delivery: measured in bench/README.md).
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
-    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    # No constraint in the database: events and deliveries are partitioned by time
+    # (lifecycle/partitions.py) and a constraint between partitions would make every drop
+    # check the other table. Deleting goes children first (retention, endpoint deletion).
+    event = models.ForeignKey(
+        Event, on_delete=models.CASCADE, related_name="deliveries", db_constraint=False
+    )
     endpoint = models.ForeignKey(
         Endpoint, on_delete=models.CASCADE, related_name="deliveries", db_index=False
     )
@@ -89,12 +94,13 @@ class Delivery(models.Model):
             # GET /deliveries newest first, optionally ?status=.
             models.Index(fields=["tenant", "-created_at"], name="delivery_tenant_created"),
             models.Index(fields=["tenant", "status", "-created_at"], name="delivery_tenant_status"),
+            # The catch-up feed walks this index. Not unique: on PostgreSQL deliveries are
+            # partitioned by id and a unique index must contain it. No sequence is given
+            # twice all the same: each is taken from the endpoint's SequenceCounter row,
+            # locked until commit (intake/sequences.py).
+            models.Index(fields=["endpoint", "sequence"], name="delivery_endpoint_sequence"),
         ]
         constraints = [
-            # No sequence twice on one endpoint; the catch-up feed walks this index.
-            models.UniqueConstraint(
-                fields=["endpoint", "sequence"], name="delivery_endpoint_sequence"
-            ),
             models.CheckConstraint(
                 condition=~Q(status=DeliveryStatus.PENDING) | Q(next_attempt_at__isnull=False),
                 name="delivery_pending_is_scheduled",
@@ -138,9 +144,15 @@ class Attempt(models.Model):
     """One HTTP try of a delivery."""
 
     # No index of its own: `attempt_number_once` leads with it (one index less to write
-    # per recorded attempt).
+    # per recorded attempt). No constraint in the database: attempts are partitioned by
+    # their delivery's id and leave with its interval (lifecycle/partitions.py). On
+    # PostgreSQL the primary key is (delivery_id, id): it must contain the partition key.
     delivery = models.ForeignKey(
-        Delivery, on_delete=models.CASCADE, related_name="attempts", db_index=False
+        Delivery,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_index=False,
+        db_constraint=False,
     )
     number = models.PositiveIntegerField()
     started_at = models.DateTimeField()

@@ -26,6 +26,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from core.ids import id_at
 from deliveries.intake.sequences import sequences_take
 from deliveries.lifecycle.in_hand import in_hand_of
 from deliveries.models import Attempt, Delivery
@@ -168,6 +169,26 @@ def dead_letter_of(delivery: Delivery, reason: str) -> DeadLetter:
     return DeadLetter.objects.get(delivery=delivery, replayed_at__isnull=True)
 
 
+def event_aged(event_id: str, *, days: float) -> str:
+    """Make an event `days` old as if it had come in then: its created_at and its id (the
+    id's time is what partitions go by), its deliveries following; the new id."""
+    at = timezone.now() - timedelta(days=days)
+    aged = id_at("evt", int(at.timestamp() * 1000))
+    event = Event.objects.get(pk=event_id)
+    Event.objects.create(
+        id=aged,
+        tenant_id=event.tenant_id,
+        type=event.type,
+        data=event.data,
+        ordering_key=event.ordering_key,
+        trace_context=event.trace_context,
+    )
+    Event.objects.filter(pk=aged).update(created_at=at)
+    Delivery.objects.filter(event_id=event_id).update(event_id=aged)
+    Event.objects.filter(pk=event_id).delete()
+    return aged
+
+
 def delivery_row(
     ep: Endpoint,
     status: str = "succeeded",
@@ -176,12 +197,20 @@ def delivery_row(
     attempts: int = 1,
     event_type: str = "order.paid",
     dead_letter: str | None = None,
+    made_ms: int | None = None,
 ) -> Delivery:
     """A delivery in `status` with its event and attempts, the event `age_days` old;
-    dead_letter: None, "waiting", or "replayed"."""
+    dead_letter: None, "waiting", or "replayed"; made_ms: the event's and delivery's ids
+    made at that millisecond (the partition they live in), not now."""
     now = timezone.now()
-    event = Event.objects.create(tenant=ep.tenant, type=event_type, data={"n": 1})
+    if age_days and made_ms is None:  # ids of their time too (partitions go by them)
+        made_ms = int((now - timedelta(days=age_days)).timestamp() * 1000)
+    ids = {} if made_ms is None else {"id": id_at("evt", made_ms)}
+    event = Event.objects.create(tenant=ep.tenant, type=event_type, data={"n": 1}, **ids)
+    if made_ms is not None:
+        ids = {"id": id_at("dlv", made_ms + 1)}  # a millisecond after its event, as intake
     made = Delivery.objects.create(
+        **ids,
         tenant=ep.tenant,
         event=event,
         endpoint=ep,

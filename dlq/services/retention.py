@@ -9,6 +9,13 @@ letter still waiting in the queue keeps its event, delivery and attempts.
 Deletes run in small batches, each in its own short transaction, walking the
 `event_created` index oldest first: never one big DELETE, never a long lock, so the
 scheduler can run this every minute while workers write the same tables.
+
+On PostgreSQL, history is partitioned by time (deliveries/lifecycle/partitions.py): the
+intervals wholly past HOMING_RETENTION are dropped first, a DROP each, whatever their
+rows. The batched delete then finds only what no drop could take: rows in the default
+partition (ids from before the current alphabet, rows a replay put back) and rows of
+intervals kept for an unfinished delivery. Dead letters whose event went with its
+interval go too once they are settled; a waiting one keeps what its replay needs.
 """
 
 from __future__ import annotations
@@ -20,10 +27,16 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Q
 
 from core.clock import database_now
+from deliveries.lifecycle.partitions import (
+    EVENTS,
+    history_partitioned,
+    partitions_drop_expired,
+    partitions_list,
+)
 from deliveries.models import Attempt, Delivery, EndpointMinute, SequenceCounter
 from dlq.models import DeadLetter
 from webhooks.models import Event, IdempotencyRecord
@@ -45,6 +58,7 @@ class PurgeReport:
     attempts: int = 0
     dead_letters: int = 0
     idempotency_records: int = 0
+    partitions: int = 0  # dropped whole (PostgreSQL)
     complete: bool = True  # False when the time budget ran out first
 
     def as_dict(self) -> dict[str, int]:
@@ -71,8 +85,13 @@ def retention_purge(
     deadline = time.monotonic() + time_budget if time_budget is not None else None
     cutoff = now - timedelta(seconds=settings.HOMING_RETENTION)
     report = PurgeReport()
+    partitioned = history_partitioned()
+    if partitioned:
+        _drop_partitions(now=now, report=report, dry_run=dry_run, batch_size=batch_size)
     cursor: tuple[datetime, str] | None = None
-    while batch := _old_events(cutoff=cutoff, after=cursor, limit=batch_size):
+    while batch := _old_events(
+        cutoff=cutoff, after=cursor, limit=batch_size, partitioned=partitioned
+    ):
         cursor = batch[-1]
         _purge_batch(event_ids=[pk for _, pk in batch], report=report, dry_run=dry_run)
         if progress:
@@ -91,10 +110,46 @@ def retention_purge(
     return report
 
 
+def _drop_partitions(*, now: datetime, report: PurgeReport, dry_run: bool, batch_size: int) -> None:
+    for outcome in partitions_drop_expired(now_ms=int(now.timestamp() * 1000), dry_run=dry_run):
+        if outcome.action == "dropped":
+            report.partitions += len(outcome.partitions)
+            if not dry_run:
+                logger.info("retention: %s", outcome)
+        else:
+            logger.info("retention: %s", outcome)
+    if not dry_run and report.partitions:
+        report.dead_letters += _purge_orphaned_dead_letters(batch_size=batch_size)
+
+
+def _purge_orphaned_dead_letters(*, batch_size: int) -> int:
+    """Settled dead letters whose event was dropped with its interval: below the oldest
+    interval left, and not in the default partition either."""
+    starts = [p.start_ms for p in partitions_list() if p.table == EVENTS.table and p.start_ms]
+    if not starts:
+        return 0
+    floor = EVENTS.bound(min(starts))
+    settled = DeadLetter.objects.filter(event_id__lt=floor).exclude(_waiting_dead_letters())
+    deleted = 0
+    while ids := list(
+        settled.exclude(event_id__in=Event.objects.filter(id__lt=floor).values("id"))
+        .order_by("event_id")
+        .values_list("pk", flat=True)[:batch_size]
+    ):
+        deleted += DeadLetter.objects.filter(pk__in=ids).delete()[0]
+    return deleted
+
+
 def _old_events(
-    *, cutoff: datetime, after: tuple[datetime, str] | None, limit: int
+    *, cutoff: datetime, after: tuple[datetime, str] | None, limit: int, partitioned: bool
 ) -> list[tuple[datetime, str]]:
-    """The next events older than the cutoff, oldest first (index event_created)."""
+    """The next events older than the cutoff, oldest first (index event_created).
+
+    Partitioned: those of the default partition only. An interval's rows wait for its
+    drop, however many of them are past the cutoff already (deleting them one by one is
+    the cost partitions are there to spare)."""
+    if partitioned:
+        return _old_events_by_default(cutoff=cutoff, after=after, limit=limit)
     events = Event.objects.filter(created_at__lt=cutoff)
     if after is not None:
         # Keyset: held-back events stay behind the cursor instead of being read again.
@@ -103,6 +158,19 @@ def _old_events(
             Q(created_at__gt=at) | Q(created_at=at, id__gt=pk)
         )
     return list(events.order_by("created_at", "id").values_list("created_at", "id")[:limit])
+
+
+def _old_events_by_default(
+    *, cutoff: datetime, after: tuple[datetime, str] | None, limit: int
+) -> list[tuple[datetime, str]]:
+    keyset = "AND (created_at, id) > (%s, %s)" if after is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT created_at, id FROM {EVENTS.default} WHERE created_at < %s {keyset}"  # noqa: S608
+            " ORDER BY created_at, id LIMIT %s",
+            [cutoff, *(after or ()), limit],
+        )
+        return list(cursor.fetchall())
 
 
 def _waiting_dead_letters() -> Q:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from deliveries import selectors
 from deliveries.models import Delivery
 from dlq.services.retention import retention_purge
-from tests.factories import endpoint_id_via_api
-from webhooks.models import Event
+from tests.factories import endpoint_id_via_api, event_aged
 
 
 def post(actor, n, event_type="order.paid"):
@@ -172,8 +169,8 @@ def test_after_retention_the_feed_answers_410_with_the_oldest_sequence(alice, se
     endpoint = endpoint_id_via_api(alice)
     events = [post(alice, n) for n in range(4)]
     Delivery.objects.filter(endpoint_id=endpoint).update(status="succeeded", next_attempt_at=None)
-    long_ago = timezone.now() - timedelta(days=60)
-    Event.objects.filter(id__in=[e["id"] for e in events[:2]]).update(created_at=long_ago)
+    for event in events[:2]:
+        event_aged(event["id"], days=60)
     settings.HOMING_RETENTION = 30 * 24 * 3600
 
     assert retention_purge().deliveries == 2

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
 from deliveries.lifecycle.endpoint_backlogs import endpoint_backlogs_work
+from deliveries.lifecycle.partitions import history_partitioned, partitions_ensure
 from deliveries.lifecycle.scheduling import deliveries_sweep
 from dlq.services.retention import retention_purge
 
@@ -20,7 +21,8 @@ logger = logging.getLogger("homing.scheduler")
 # Due attempts must start within 2 s (p99); a sweep every 0.25 s leaves room for the
 # worker. An idle sweep is two index-only queries.
 TICK_SECONDS = 0.25
-# Retention (finished events, expired idempotency records), in small batches.
+# Retention (finished events, expired idempotency records), in small batches; on
+# PostgreSQL also the partitions of history: created ahead, dropped when expired.
 PURGE_EVERY_SECONDS = 60
 PURGE_BUDGET_SECONDS = 0.5  # per tick: sweeps must not wait for a long purge
 # Backlogs of deactivated and deleted endpoints that their job left (killed, or its
@@ -49,6 +51,11 @@ class Command(BaseCommand):
                 if report.recovered:
                     logger.info("recovered %d deliveries from lost workers", report.recovered)
                 if time.monotonic() >= next_purge:
+                    if history_partitioned():
+                        # The next intervals' partitions, before their first row comes;
+                        # expired ones are dropped by the purge (retention.py).
+                        for outcome in partitions_ensure():
+                            logger.info("partitions: %s", outcome)
                     purged = retention_purge(time_budget=PURGE_BUDGET_SECONDS)
                     # A backlog is worked off a budget per tick, between sweeps.
                     wait = PURGE_EVERY_SECONDS if purged.complete else 0

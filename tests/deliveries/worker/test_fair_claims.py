@@ -130,8 +130,8 @@ def test_a_claim_walks_each_endpoint_through_its_own_index_whatever_the_costs_sa
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
             used = _plan_nodes(cursor.fetchone()[0], "Index Name")
         assert not any(name.startswith("delivery_due") for name in used), random_page_cost
-        if random_page_cost == 4:  # the default: the endpoint's own index
-            assert "delivery_endpoint_due" in used
+        if random_page_cost == 4:  # the default: the endpoint's own index (its partitions')
+            assert any(name.startswith("delivery_endpoint_due") for name in used)
 
 
 def analyze() -> None:

@@ -1,0 +1,348 @@
+"""History partitioned by time (PostgreSQL): events, deliveries and attempts live in one
+partition per HOMING_PARTITION_INTERVAL, and retention drops whole partitions.
+
+The partition key is the time-ordered id (core/ids.py): events and deliveries on their
+own id (the primary key is then the partition key, and a lookup by id reads one
+partition), attempts on their delivery's id (an attempt lives in its delivery's interval
+however late the retry, and leaves with it). A bound is `id_floor(prefix, ms)`: every id
+made from that millisecond on sorts at or after it.
+
+Each table also has a DEFAULT partition: ids made before the current alphabet (they sort
+after every new one), rows a replay puts back after their interval was dropped, and rows
+of an interval nobody created in time. The retention purge deletes those row by row
+(dlq/services/retention.py); it finds them as it finds any old row.
+
+Locks: a partition is created standalone and ATTACHed (SHARE UPDATE EXCLUSIVE on the
+table: inserts and reads go on). A drop takes ACCESS EXCLUSIVE on the three tables
+(PostgreSQL's DROP of a partition locks its parent) for the milliseconds of a few index
+probes, one counter update and three DROPs, and waits at most LOCK_TIMEOUT for them:
+behind a long transaction it gives up and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from core.clock import database_now
+from core.ids import id_floor, id_millisecond
+from deliveries.statuses import UNFINISHED
+
+AHEAD = 2  # intervals created ahead of the current one
+LOCK_TIMEOUT = "500ms"  # the longest a drop or a create waits for its locks
+
+
+@dataclass(frozen=True)
+class History:
+    """One partitioned table: its name, the prefix of its key's ids, its key column."""
+
+    table: str
+    prefix: str
+    key: str
+
+    @property
+    def default(self) -> str:
+        return f"{self.table}_default"
+
+    def bound(self, millisecond: int) -> str:
+        return id_floor(self.prefix, millisecond)
+
+    def name_at(self, millisecond: int) -> str:
+        at = datetime.fromtimestamp(millisecond / 1000, tz=UTC)
+        return f"{self.table}_p{at:%Y%m%d%H%M%S}" + (
+            f"{at.microsecond // 1000:03d}" * (millisecond % 1000 != 0)
+        )
+
+
+EVENTS = History("webhooks_event", "evt", "id")
+DELIVERIES = History("deliveries_delivery", "dlv", "id")
+ATTEMPTS = History("deliveries_attempt", "dlv", "delivery_id")
+# Drop order: children first (nothing references a partition at the database level, but
+# a reader joining them never sees an attempt without its delivery).
+HISTORY = (ATTEMPTS, DELIVERIES, EVENTS)
+# Lock order: ingestion's (an ingest statement writes events, then deliveries).
+LOCK_ORDER = (EVENTS, DELIVERIES, ATTEMPTS)
+
+
+@dataclass(frozen=True)
+class Partition:
+    table: str
+    name: str
+    start_ms: int | None  # None: the default partition
+    end_ms: int | None
+    rows: int  # the planner's estimate (pg_class.reltuples); 0 before the first ANALYZE
+    bytes: int  # with its indexes and TOAST
+
+    @property
+    def span(self) -> str:
+        if self.start_ms is None or self.end_ms is None:
+            return "default"
+        return f"{_utc(self.start_ms)} .. {_utc(self.end_ms)}"
+
+
+@dataclass
+class Outcome:
+    """What one maintenance step did (or, in a dry run, would do) and why."""
+
+    action: str  # created, dropped, kept, skipped
+    span: str
+    partitions: list[str]
+    detail: str = ""
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        took = f" in {self.seconds * 1000:.0f} ms" if self.seconds else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.action} {self.span} ({', '.join(self.partitions)}){took}{detail}"
+
+
+def history_partitioned() -> bool:
+    """Whether this database's history is partitioned (PostgreSQL after the migration)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_class WHERE relname = ANY(%s) AND relkind = 'p'"
+            " AND pg_table_is_visible(oid)",
+            [[h.table for h in HISTORY]],
+        )
+        return cursor.fetchone()[0] == len(HISTORY)
+
+
+_BOUND = re.compile(r"FOR VALUES FROM \('([^']*)'\) TO \('([^']*)'\)")
+
+
+def partitions_list() -> list[Partition]:
+    """Every partition of the three tables, oldest first, the default last."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT parent.relname, child.relname, pg_get_expr(child.relpartbound, child.oid),
+                greatest(child.reltuples, 0)::bigint, pg_total_relation_size(child.oid)
+            FROM pg_inherits i
+            JOIN pg_class parent ON parent.oid = i.inhparent
+            JOIN pg_class child ON child.oid = i.inhrelid
+            WHERE parent.relname = ANY(%s) AND pg_table_is_visible(parent.oid)
+            """,
+            [[h.table for h in HISTORY]],
+        )
+        rows = cursor.fetchall()
+    found = []
+    for table, name, bound, estimate, size in rows:
+        match = _BOUND.match(bound)
+        start = id_millisecond(match.group(1)) if match else None
+        end = id_millisecond(match.group(2)) if match else None
+        found.append(Partition(table, name, start, end, estimate, size))
+    order = [h.table for h in HISTORY]
+    return sorted(found, key=lambda p: (order.index(p.table), p.start_ms is None, p.start_ms or 0))
+
+
+def interval_ms() -> int:
+    return max(1, round(settings.HOMING_PARTITION_INTERVAL * 1000))
+
+
+def partitions_ensure(
+    *, now_ms: int | None = None, since_ms: int | None = None, dry_run: bool = False
+) -> list[Outcome]:
+    """Create the partitions of the current interval and the AHEAD next ones (from the
+    interval of since_ms on, if given) where none covers them yet. An interval already
+    partly covered (the interval setting changed) gets partitions for its gaps only;
+    one whose rows are already in the default partition is left there (PostgreSQL
+    would refuse the partition) and said so."""
+    now = _now_ms() if now_ms is None else now_ms
+    step = interval_ms()
+    first = (since_ms if since_ms is not None else now) // step * step
+    last = now // step * step + AHEAD * step
+    existing = partitions_list()
+    outcomes = []
+    for start in range(first, last + 1, step):
+        for history in LOCK_ORDER:
+            taken = [
+                (p.start_ms, p.end_ms)
+                for p in existing
+                if p.table == history.table and p.start_ms is not None and p.end_ms is not None
+            ]
+            for lo, hi in _gaps(start, start + step, taken):
+                outcomes.append(_create(history, lo, hi, dry_run=dry_run))
+    return outcomes
+
+
+def _gaps(lo: int, hi: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    gaps, at = [], lo
+    for start, end in sorted(taken):
+        if end <= at or start >= hi:
+            continue
+        if start > at:
+            gaps.append((at, start))
+        at = max(at, end)
+    if at < hi:
+        gaps.append((at, hi))
+    return gaps
+
+
+def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> Outcome:
+    name, span = history.name_at(lo), f"{_utc(lo)} .. {_utc(hi)}"
+    bounds = [history.bound(lo), history.bound(hi)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # Names are this module's constants, never input.
+            f"SELECT 1 FROM {history.default} WHERE {history.key} >= %s"  # noqa: S608
+            f" AND {history.key} < %s LIMIT 1",
+            bounds,
+        )
+        if cursor.fetchone():
+            return Outcome("skipped", span, [name], "its rows are in the default partition")
+    if dry_run:
+        return Outcome("created", span, [name], "dry run")
+    started = time.monotonic()
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            # The default partition's storage settings (autovacuum thresholds) carry over.
+            cursor.execute(
+                "SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class"
+                " WHERE relname = %s AND pg_table_is_visible(oid)",
+                [history.default],
+            )
+            options = cursor.fetchone()[0]
+            cursor.execute(
+                f"CREATE TABLE {name} (LIKE {history.table} INCLUDING DEFAULTS"
+                f" INCLUDING CONSTRAINTS){f' WITH ({options})' if options else ''}"
+            )
+            cursor.execute(
+                f"ALTER TABLE {history.table} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)",
+                bounds,
+            )
+            partition_indexes_named(cursor, table=history.table, partition=name)
+    except DatabaseError as exc:
+        return Outcome("skipped", span, [name], f"not now, next run: {exc}".strip())
+    return Outcome("created", span, [name], seconds=time.monotonic() - started)
+
+
+def partition_indexes_named(cursor, *, table: str, partition: str) -> None:  # type: ignore[no-untyped-def]
+    """Name a partition's indexes after the table's (`delivery_endpoint_sequence_p2026…`)
+    rather than PostgreSQL's column-made names: plans then say which index they use."""
+    suffix = partition.removeprefix(table)
+    cursor.execute(
+        "SELECT child.relname, parent.relname FROM pg_index x"
+        " JOIN pg_inherits i ON i.inhrelid = x.indexrelid"
+        " JOIN pg_class child ON child.oid = x.indexrelid"
+        " JOIN pg_class parent ON parent.oid = i.inhparent"
+        " WHERE x.indrelid = %s::regclass",
+        [partition],
+    )
+    for child, parent in cursor.fetchall():
+        wanted = f"{parent[: 63 - len(suffix)]}{suffix}"
+        if child != wanted:
+            cursor.execute(f'ALTER INDEX "{child}" RENAME TO "{wanted}"')
+
+
+def partitions_drop_expired(*, now_ms: int | None = None, dry_run: bool = False) -> list[Outcome]:
+    """Drop the intervals wholly older than HOMING_RETENTION, all three tables' partitions
+    of one interval together, and raise each endpoint's `purged_through` to the highest
+    sequence dropped, in the same short transaction. An interval that still holds an
+    unfinished delivery (pending, delivering, held), or whose events an unfinished
+    delivery of a later interval needs, is kept and said so."""
+    now = _now_ms() if now_ms is None else now_ms
+    cutoff = now - round(settings.HOMING_RETENTION * 1000)
+    spans: dict[tuple[int, int], dict[str, Partition]] = {}
+    for p in partitions_list():
+        if p.start_ms is not None and p.end_ms is not None and p.end_ms <= cutoff:
+            spans.setdefault((p.start_ms, p.end_ms), {})[p.table] = p
+    return [_drop(lo, hi, found, dry_run=dry_run) for (lo, hi), found in sorted(spans.items())]
+
+
+def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> Outcome:
+    names = [found[h.table].name for h in HISTORY if h.table in found]
+    span = f"{_utc(lo)} .. {_utc(hi)}"
+    rows = sum(p.rows for p in found.values())
+    started = time.monotonic()
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            if not dry_run:
+                # From here on nobody reads or writes these tables until commit: the check
+                # below cannot be overtaken by a replay or a retry.
+                tables = ", ".join(h.table for h in LOCK_ORDER)
+                cursor.execute(f"LOCK TABLE ONLY {tables} IN ACCESS EXCLUSIVE MODE")
+            unfinished = _unfinished(cursor, lo, hi, found)
+            if unfinished:
+                return Outcome("kept", span, names, unfinished)
+            if dry_run:
+                return Outcome("dropped", span, names, f"dry run, about {rows} rows")
+            if DELIVERIES.table in found:
+                cursor.execute(_RAISE_PURGED_THROUGH.format(part=found[DELIVERIES.table].name))
+            # A caller's transaction may hold deferred foreign key checks of rows it wrote
+            # (tests do): run them now, PostgreSQL drops no table with checks pending.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(f"DROP TABLE {', '.join(names)}")
+    except DatabaseError as exc:
+        # Most often the lock timeout behind a long transaction: the next run tries again.
+        return Outcome("kept", span, names, f"not now, next run: {exc}".strip())
+    return Outcome("dropped", span, names, f"about {rows} rows", time.monotonic() - started)
+
+
+def _unfinished(cursor, lo: int, hi: int, found: dict[str, Partition]) -> str:  # type: ignore[no-untyped-def]
+    """Why the interval must stay, or ""."""
+    statuses = [str(s) for s in UNFINISHED]
+    if DELIVERIES.table in found:
+        # One branch per status: each is served by that status's partial index.
+        part = found[DELIVERIES.table].name
+        cursor.execute(
+            " UNION ALL ".join(
+                f"(SELECT id FROM {part} WHERE status = %s LIMIT 1)"  # noqa: S608 (a catalog name)
+                for _ in statuses
+            ),
+            statuses,
+        )
+        if row := cursor.fetchone():
+            return f"it holds unfinished deliveries ({row[0]}, ...)"
+    # A delivery is made a few milliseconds after its event: one of a later interval may
+    # need an event of this one (index on event_id, in the later partitions only).
+    cursor.execute(
+        "SELECT id FROM deliveries_delivery WHERE event_id >= %s AND event_id < %s"
+        " AND id >= %s AND status = ANY(%s) LIMIT 1",
+        [EVENTS.bound(lo), EVENTS.bound(hi), DELIVERIES.bound(hi), statuses],
+    )
+    if row := cursor.fetchone():
+        return f"an unfinished delivery of a later interval needs its events ({row[0]})"
+    return ""
+
+
+# Each endpoint's highest sequence in the partition {part}, by two probes of its
+# (endpoint_id, sequence) index per endpoint (a skip scan): milliseconds under the lock,
+# however many rows the partition holds. Counters in endpoint id order, as ingestion
+# locks them.
+_RAISE_PURGED_THROUGH = """
+WITH RECURSIVE endpoints AS (
+    (SELECT endpoint_id FROM {part} ORDER BY endpoint_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT p.endpoint_id FROM {part} p WHERE p.endpoint_id > e.endpoint_id
+            ORDER BY p.endpoint_id LIMIT 1)
+    FROM endpoints e WHERE e.endpoint_id IS NOT NULL
+), highest AS (
+    SELECT e.endpoint_id, (
+        SELECT p.sequence FROM {part} p WHERE p.endpoint_id = e.endpoint_id
+        ORDER BY p.sequence DESC LIMIT 1
+    ) AS sequence
+    FROM endpoints e WHERE e.endpoint_id IS NOT NULL
+)
+UPDATE deliveries_sequencecounter c SET purged_through = h.sequence
+FROM highest h
+WHERE c.endpoint_id = h.endpoint_id AND c.purged_through < h.sequence
+"""
+
+
+def _now_ms() -> int:
+    return int(database_now().timestamp() * 1000)
+
+
+def _utc(millisecond: int) -> str:
+    at = datetime.fromtimestamp(millisecond / 1000, tz=UTC)
+    whole_minute = millisecond % 60000 == 0
+    return at.strftime("%Y-%m-%d %H:%M" if whole_minute else "%Y-%m-%d %H:%M:%S")

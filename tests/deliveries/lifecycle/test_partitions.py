@@ -1,0 +1,162 @@
+"""History partitioned by time (PostgreSQL): partitions made ahead, expired intervals
+dropped with the catch-up feed's boundary, unfinished deliveries kept, dry runs.
+
+The migration made day partitions around today; these tests work ten days back with
+one-minute intervals, where nothing else lives."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from core.clock import database_now
+from deliveries.lifecycle.partitions import (
+    partitions_drop_expired,
+    partitions_ensure,
+    partitions_list,
+)
+from deliveries.models import Delivery, SequenceCounter
+from dlq.models import DeadLetter
+from dlq.services.retention import retention_purge
+from tests.databases import postgresql_only
+from tests.factories import delivery_row, endpoint_model_via_api
+from webhooks.models import Event
+
+pytestmark = postgresql_only
+
+MINUTE = 60_000
+HISTORY = ("webhooks_event", "deliveries_delivery", "deliveries_attempt")
+
+
+@pytest.fixture
+def base(db, settings) -> int:
+    """The start of a one-minute interval ten days ago, and its partitions and the next
+    two's made."""
+    settings.HOMING_PARTITION_INTERVAL = 60
+    settings.HOMING_RETENTION = 3600
+    now = int(database_now().timestamp() * 1000)
+    start = (now - 10 * 86_400_000) // MINUTE * MINUTE
+    partitions_ensure(now_ms=start)
+    return start
+
+
+@pytest.fixture
+def ep(alice):
+    return endpoint_model_via_api(alice)
+
+
+def partition_of(table: str, row_id: str, key: str = "id") -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tableoid::regclass::text FROM {table} WHERE {key} = %s", [row_id])
+        return cursor.fetchone()[0]
+
+
+def spans() -> set[tuple[str, int | None, int | None]]:
+    return {(p.table, p.start_ms, p.end_ms) for p in partitions_list()}
+
+
+def feed(alice, endpoint_id: str, after: int):
+    return alice.client.get(f"/api/v1/endpoints/{endpoint_id}/messages", {"after": after})
+
+
+def test_the_current_interval_and_two_ahead_exist_and_rows_land_in_them(base, ep):
+    for table in HISTORY:
+        for k in range(3):
+            assert (table, base + k * MINUTE, base + (k + 1) * MINUTE) in spans()
+    assert partitions_ensure(now_ms=base) == []  # nothing twice
+
+    delivery = delivery_row(ep, made_ms=base + MINUTE + 5)
+
+    second = [p for p in partitions_list() if p.start_ms == base + MINUTE]
+    names = {p.table: p.name for p in second}
+    assert partition_of("webhooks_event", delivery.event_id) == names["webhooks_event"]
+    assert partition_of("deliveries_delivery", delivery.id) == names["deliveries_delivery"]
+    # Attempts live in their delivery's interval.
+    assert (
+        partition_of("deliveries_attempt", delivery.id, key="delivery_id")
+        == names["deliveries_attempt"]
+    )
+
+
+def test_a_drop_moves_the_feed_boundary_to_one_above_what_is_gone(alice, base, ep):
+    gone = [delivery_row(ep, made_ms=base + n) for n in (1, 2)]  # sequences 1, 2
+    waiting = delivery_row(ep, "pending", made_ms=base + MINUTE + 1)  # 3
+    now = delivery_row(ep)  # 4, in today's partition
+    assert [d.sequence for d in (*gone, waiting, now)] == [1, 2, 3, 4]
+
+    outcomes = partitions_drop_expired()
+
+    assert [o.action for o in outcomes] == ["dropped", "kept", "dropped"], outcomes[0].detail
+    assert "unfinished deliveries" in outcomes[1].detail
+    assert not Delivery.objects.filter(pk__in=[d.pk for d in gone]).exists()
+    assert not Event.objects.filter(pk__in=[d.event_id for d in gone]).exists()
+    expired = feed(alice, ep.id, after=0)
+    assert expired.status_code == 410
+    assert expired.json()["oldest_sequence"] == 3
+    assert [m["sequence"] for m in feed(alice, ep.id, after=2).json()["results"]] == [3, 4]
+
+    Delivery.objects.filter(pk=waiting.pk).update(status="succeeded", next_attempt_at=None)
+    assert [o.action for o in partitions_drop_expired()] == ["dropped"]
+    assert feed(alice, ep.id, after=2).json()["oldest_sequence"] == 4
+    assert SequenceCounter.objects.get(pk=ep.pk).purged_through == 3
+    assert Delivery.objects.get().pk == now.pk
+
+
+def test_an_interval_whose_events_a_later_unfinished_delivery_needs_is_kept(base, ep):
+    # Its event made in the last millisecond of the first interval, the delivery in the
+    # first of the next: the first interval holds no delivery, only the event it needs.
+    straddling = delivery_row(ep, "pending", made_ms=base + MINUTE - 1)
+    assert partition_of("deliveries_delivery", straddling.id).endswith(
+        next(p.name for p in partitions_list() if p.start_ms == base + MINUTE)[-15:]
+    )
+
+    first = partitions_drop_expired()[0]
+
+    assert first.action == "kept" and "later interval needs its events" in first.detail
+    assert Event.objects.filter(pk=straddling.event_id).exists()
+
+
+def test_a_dry_run_changes_nothing_and_says_what_it_would_do(base, ep):
+    delivery_row(ep, made_ms=base + 1)
+    before = spans()
+
+    dry = partitions_drop_expired(dry_run=True)
+
+    assert [o.action for o in dry] == ["dropped", "dropped", "dropped"]
+    assert spans() == before
+    assert Delivery.objects.count() == 1
+    assert SequenceCounter.objects.get(pk=ep.pk).purged_through == 0
+
+
+def test_retention_drops_partitions_and_the_settled_dead_letters_of_their_events(base, ep):
+    replayed = delivery_row(ep, "dead", made_ms=base + 1, dead_letter="replayed")
+    waiting = delivery_row(ep, "dead", made_ms=base + 2, dead_letter="waiting")
+
+    report = retention_purge()
+
+    assert report.partitions == 9  # three intervals of three tables
+    assert not Event.objects.filter(pk__in=[replayed.event_id, waiting.event_id]).exists()
+    # The waiting one keeps what its replay needs; the replayed one is done with.
+    assert list(DeadLetter.objects.values_list("delivery_id", flat=True)) == [waiting.pk]
+
+
+def test_the_command_lists_creates_and_drops(base, ep, settings):
+    delivery_row(ep, "pending", made_ms=base + 1)
+    out = io.StringIO()
+
+    call_command("partitions", "--dry-run", stdout=out)
+    dry = out.getvalue()
+    assert "deliveries_delivery_default" in dry and "rows" in dry and "size" in dry
+    assert "(dry run) kept" in dry and "unfinished deliveries" in dry
+    assert "(dry run) dropped" in dry  # the two intervals after it
+    assert len(partitions_list()) == len(spans())
+
+    out = io.StringIO()
+    call_command("partitions", stdout=out)
+    done = out.getvalue()
+    assert "kept" in done and "dropped" in done and "(dry run)" not in done
+    starts = {p.start_ms for p in partitions_list()}
+    assert base in starts and base + MINUTE not in starts
