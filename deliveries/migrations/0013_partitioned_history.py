@@ -218,8 +218,9 @@ class Migration(migrations.Migration):
     dependencies = [
         ("deliveries", "0012_history_without_cross_table_constraints"),
         ("webhooks", "0015_event_trace_context"),
-        # The dead letters' foreign keys into these tables exist (and are dropped here).
-        ("dlq", "0002_discard_and_replay_jobs"),
+        # The dead letters keep what a replay needs and no longer hold foreign keys into
+        # these tables (dlq 0003); any other foreign key into them is dropped here.
+        ("dlq", "0004_dead_letters_fill_kept_history"),
     ]
 
     operations = [migrations.RunPython(forwards, backwards)]
