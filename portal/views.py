@@ -13,6 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
+from console.event_types import event_types_sent
 from console.paging import BadCursor
 from console.transport_forms import (
     AUTH_FIELDS,
@@ -157,7 +158,7 @@ def endpoints(request: HttpRequest) -> HttpResponse:
 
 
 def _event_types(request: HttpRequest) -> list[str]:
-    return portal_selectors.event_types_sent(tenant_id=_scope(request).tenant_id)
+    return event_types_sent(tenant_id=_scope(request).tenant_id)
 
 
 def _save(request: HttpRequest, form: EndpointForm, endpoint: Endpoint | None) -> Endpoint | None:
