@@ -51,7 +51,6 @@ from portal.services.sessions import (
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
 from webhooks.services import endpoints as endpoint_services
-from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 # What a redirect after a change says; a fixed list, so a crafted ?notice= shows nothing else.
@@ -257,7 +256,6 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
         "detail": detail,
         "filters": filters,
         "filter_query": kept.urlencode(),
-        "filter_text": endpoint_filter_text(endpoint=detail.endpoint),
         **selectors.endpoint_stats_shown(
             endpoint=detail.endpoint, period=request.GET.get("period")
         ),
