@@ -31,6 +31,7 @@ from webhooks.scope import Scope
 from webhooks.secrets import ED25519
 from webhooks.services.endpoint_auth import auth_shown
 from webhooks.services.endpoint_certificates import certificate_info
+from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoints import endpoint_public_key
 
 PAGE_SIZE = 50
@@ -228,6 +229,7 @@ class EndpointDetail:
     health: dict[str, Any] | None  # None: no health fields in this version
     last_sequence: int  # the sequence of its latest delivery (0: none yet)
     transport: EndpointTransport
+    filter_text: str | None  # endpoint_filter_text: "" no filter, None cannot be read
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,7 @@ def endpoint_detail(
         .first()
         or 0,
         transport=endpoint_transport(endpoint=endpoint),
+        filter_text=endpoint_filter_text(endpoint=endpoint),
     )
 
 

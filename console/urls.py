@@ -25,5 +25,8 @@ urlpatterns = [
     path("endpoints/<str:pk>/", views.endpoint, name="endpoint"),
     path("endpoints/<str:pk>/action", views.endpoint_action, name="endpoint-action"),
     path("endpoints/<str:pk>/transport", views.endpoint_transport, name="endpoint-transport"),
+    path("endpoints/<str:pk>/filter", views.filter_editor, name="filter"),
+    path("endpoints/<str:pk>/filter/try", views.filter_editor_try, name="filter-try"),
+    path("endpoints/<str:pk>/filter/save", views.filter_editor_save, name="filter-save"),
     path("tenants/", views.tenants, name="tenants"),
 ]

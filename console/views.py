@@ -18,6 +18,8 @@ from console.access import (
     permission_required,
     staff_required,
 )
+from console.event_types import event_types_sent
+from console.filter_editor import filter_editor_opened, filter_editor_saved, filter_editor_tried
 from console.forms import DeadLetterFilter, ReplayAllForm, SelectionForm
 from console.paging import BadCursor
 from console.transport_forms import AUTH_FIELDS, TransportForm, transport_initial, transport_save
@@ -31,6 +33,7 @@ from dlq.services.discard import dead_letter_discard, dead_letters_discard
 from dlq.services.replay import dead_letter_replay, dead_letters_replay
 from dlq.services.replay_jobs import replay_job_create, replay_jobs_resume
 from webhooks.models import Endpoint
+from webhooks.scope import Scope
 from webhooks.services import endpoints as endpoint_services
 
 
@@ -301,6 +304,48 @@ def endpoint_transport(request: HttpRequest, pk: str) -> HttpResponse:
         return redirect("console:endpoint", pk=pk)
     context = {"form": form, "endpoint": found, "auth_fields": AUTH_FIELDS}
     return render(request, "console/endpoint_transport.html", context)
+
+
+# --- the filter editor (shared with the portal: console/filter_editor.py) ----------------
+
+
+def _endpoint_of_tenant(pk: str) -> tuple[Endpoint, Scope]:
+    """An endpoint and the scope whose events its filter is tried on: its whole tenant."""
+    found = Endpoint.objects.select_related("tenant").filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such endpoint.")
+    return found, Scope(tenant=found.tenant)
+
+
+@require_GET
+@staff_required
+def filter_editor(request: HttpRequest, pk: str) -> HttpResponse:
+    found, scope = _endpoint_of_tenant(pk)
+    types = event_types_sent(tenant_id=scope.tenant_id)
+    editor = filter_editor_opened(scope=scope, endpoint=found, event_types=types)
+    return render(request, "console/filter.html", editor.context, status=editor.status)
+
+
+@require_POST
+@staff_required  # trying changes nothing: every staff user may
+def filter_editor_try(request: HttpRequest, pk: str) -> HttpResponse:
+    found, scope = _endpoint_of_tenant(pk)
+    types = event_types_sent(tenant_id=scope.tenant_id)
+    editor = filter_editor_tried(scope=scope, endpoint=found, event_types=types, form=request.POST)
+    return render(request, "console/filter.html", editor.context, status=editor.status)
+
+
+@require_POST
+@staff_required
+@permission_required(CHANGE_ENDPOINT)
+def filter_editor_save(request: HttpRequest, pk: str) -> HttpResponse:
+    found, scope = _endpoint_of_tenant(pk)
+    types = event_types_sent(tenant_id=scope.tenant_id)
+    editor = filter_editor_saved(scope=scope, endpoint=found, event_types=types, form=request.POST)
+    if editor is not None:
+        return render(request, "console/filter.html", editor.context, status=editor.status)
+    messages.success(request, "Filter saved.")
+    return redirect("console:endpoint", pk=pk)
 
 
 @require_GET

@@ -3,25 +3,20 @@ check the session, call one selector or service, render."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
+from console.filter_editor import filter_editor_opened, filter_editor_saved, filter_editor_tried
 from core.exceptions import HomingError, InvalidInput
-from deliveries.intake.filter_trial import events_for_trial
 from deliveries.intake.ingest import endpoint_send_test
 from portal import selectors as portal_selectors
-from portal.access import portal_page, portal_page_read_only_ok, portal_request, refuse
-from portal.views import _endpoint, _event_types, _failed, _page, _scope
-from webhooks.filters import event_document, filter_check, filter_explain
+from portal.access import portal_page, portal_page_read_only_ok
+from portal.views import _done, _endpoint, _event_types, _failed, _page, _scope
 from webhooks.models import EventType
 from webhooks.services import endpoints as endpoint_services
-from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 CATALOG_NOTICES = {
@@ -82,71 +77,31 @@ def _catalog_done(done: str) -> HttpResponse:
 @require_GET
 @portal_page
 def filter_editor(request: HttpRequest, pk: str) -> HttpResponse:
-    found = _endpoint(request, pk)
-    text = endpoint_filter_text(endpoint=found)
-    types = _event_types(request)
-    return _editor(request, found, text=text, event_type=types[0] if types else "")
+    editor = filter_editor_opened(
+        scope=_scope(request), endpoint=_endpoint(request, pk), event_types=_event_types(request)
+    )
+    return _page(request, "portal/filter.html", editor.context, status=editor.status)
 
 
 @require_POST
-@portal_page_read_only_ok  # trying changes nothing; saving checks read-only itself
-def filter_editor_post(request: HttpRequest, pk: str) -> HttpResponse:
+@portal_page_read_only_ok  # trying changes nothing
+def filter_editor_try(request: HttpRequest, pk: str) -> HttpResponse:
+    editor = filter_editor_tried(
+        scope=_scope(request),
+        endpoint=_endpoint(request, pk),
+        event_types=_event_types(request),
+        form=request.POST,
+    )
+    return _page(request, "portal/filter.html", editor.context, status=editor.status)
+
+
+@require_POST
+@portal_page  # a read-only session gets 403
+def filter_editor_save(request: HttpRequest, pk: str) -> HttpResponse:
     found = _endpoint(request, pk)
-    text = request.POST.get("filter", "")
-    event_type = request.POST.get("event_type", "")
-    if request.POST.get("action") == "save":
-        if _scope(request).read_only:
-            return refuse(request, "This portal session is read only: nothing was changed.")
-        try:
-            endpoint_services.endpoint_update(endpoint=found, filter=_parsed(text))
-        except InvalidInput as error:
-            return _editor(request, found, text=text, event_type=event_type, error=error)
-        return redirect(f"{reverse('portal:endpoint', kwargs={'pk': pk})}?notice=saved")
-    return _editor(request, found, text=text, event_type=event_type, tried=True)
-
-
-def _parsed(text: str) -> Any:
-    if not text.strip():
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput("filter", f"Not JSON: {exc}") from None
-
-
-def _editor(
-    request: HttpRequest,
-    found: Any,
-    *,
-    text: str,
-    event_type: str,
-    tried: bool = False,
-    error: InvalidInput | None = None,
-) -> HttpResponse:
-    """The editor, with the filter tried against the last events of the chosen type."""
-    results = []
-    if error is None:
-        try:
-            spec = filter_check(_parsed(text))
-        except InvalidInput as refused:
-            error = refused
-    if error is None and event_type:
-        scope = portal_request(request).scope
-        for event in events_for_trial(scope=scope, event_type=event_type):
-            document = event_document(event.type, event.data, event.ordering_key)
-            matches, explanation = filter_explain(spec, document)
-            data = json.dumps(event.data, ensure_ascii=False, separators=(", ", ": "))
-            results.append(
-                {"event": event, "data": data, "matches": matches, "explanation": explanation}
-            )
-    context = {
-        "endpoint": found,
-        "filter_text": text,
-        "event_type": event_type,
-        "event_types": _event_types(request),
-        "results": results,
-        "matched": sum(1 for r in results if r["matches"]),
-        "tried": tried,
-        "error": error,
-    }
-    return _page(request, "portal/filter.html", context, status=400 if error else 200)
+    editor = filter_editor_saved(
+        scope=_scope(request), endpoint=found, event_types=_event_types(request), form=request.POST
+    )
+    if editor is None:
+        return _done("portal:endpoint", "saved", pk=found.pk)
+    return _page(request, "portal/filter.html", editor.context, status=editor.status)

@@ -13,6 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
+from console.event_types import event_types_sent
 from console.paging import BadCursor
 from console.transport_forms import (
     AUTH_FIELDS,
@@ -50,7 +51,6 @@ from portal.services.sessions import (
 from webhooks.models import Endpoint
 from webhooks.scope import Scope
 from webhooks.services import endpoints as endpoint_services
-from webhooks.services.endpoint_filters import endpoint_filter_text
 from webhooks.services.endpoint_rules import endpoint_fields_for_scope
 
 # What a redirect after a change says; a fixed list, so a crafted ?notice= shows nothing else.
@@ -157,7 +157,7 @@ def endpoints(request: HttpRequest) -> HttpResponse:
 
 
 def _event_types(request: HttpRequest) -> list[str]:
-    return portal_selectors.event_types_sent(tenant_id=_scope(request).tenant_id)
+    return event_types_sent(tenant_id=_scope(request).tenant_id)
 
 
 def _save(request: HttpRequest, form: EndpointForm, endpoint: Endpoint | None) -> Endpoint | None:
@@ -256,7 +256,6 @@ def _endpoint_page(request: HttpRequest, pk: str, *, secret: str = "") -> HttpRe
         "detail": detail,
         "filters": filters,
         "filter_query": kept.urlencode(),
-        "filter_text": endpoint_filter_text(endpoint=detail.endpoint),
         **selectors.endpoint_stats_shown(
             endpoint=detail.endpoint, period=request.GET.get("period")
         ),

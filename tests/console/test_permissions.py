@@ -52,6 +52,7 @@ def actions(scene: Scene) -> list[Action]:
     retry = f"/deliveries/{letter.delivery_id}/retry"
     selected, replay_all = "/dead-letters/selected", "/dead-letters/replay-all"
     at_active, at_inactive = f"/endpoints/{active}/action", f"/endpoints/{inactive}/action"
+    save_filter = f"/endpoints/{active}/filter/save"
     return [
         Action("replay", dlq, "/dead-letters/", replay, replay, {}),
         Action("discard", dlq, "/dead-letters/", discard, discard, {}),
@@ -78,6 +79,10 @@ def actions(scene: Scene) -> list[Action]:
             {"action": "rotate"},
         ),
         Action("test event", ep, f"/endpoints/{active}/", at_active, at_active, {"action": "test"}),
+        Action(
+            "save filter", ep, f"/endpoints/{active}/filter", save_filter, save_filter,
+            {"filter": '{"type": "order.paid"}'},
+        ),
     ]  # fmt: skip
 
 
@@ -158,6 +163,7 @@ def test_a_staff_user_without_permissions_still_reads_every_page(scene):
         "/tenants/",
         f"/deliveries/{letter.delivery_id}/",
         f"/endpoints/{scene.active_endpoint}/",
+        f"/endpoints/{scene.active_endpoint}/filter",
     ]:
         response = victor.get(path)
         assert response.status_code == 200, path

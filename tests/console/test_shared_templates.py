@@ -22,6 +22,9 @@ SHARED = {
     "endpoint-action": "shared/endpoint_action.html",
     'action="deactivate"': "shared/endpoint_toggle.html",
     "« Newest</a>": "shared/pager.html",
+    '<table class="filter-results">': "shared/filter_editor.html",
+    'id="filter-text"': "shared/filter_editor.html",
+    "No filter: every event of its types.": "shared/endpoint_filter.html",
 }
 PAGES = ["console/delivery.html", "portal/delivery.html"]
 ENDPOINT_PAGES = ["console/endpoint.html", "portal/endpoint.html"]
@@ -42,5 +45,15 @@ def test_both_apps_include_the_shared_pages():
         assert '{% include "shared/delivery.html"' in (TEMPLATES / page).read_text(), page
     for page in ENDPOINT_PAGES:
         text = (TEMPLATES / page).read_text()
-        for partial in ("endpoint_settings", "endpoint_health", "endpoint_deliveries"):
+        for partial in (
+            "endpoint_settings",
+            "endpoint_health",
+            "endpoint_deliveries",
+            "endpoint_filter",
+        ):
             assert f'{{% include "shared/{partial}.html"' in text, (page, partial)
+
+
+def test_both_filter_editors_include_the_shared_editor():
+    for page in ("console/filter.html", "portal/filter.html"):
+        assert '{% include "shared/filter_editor.html"' in (TEMPLATES / page).read_text(), page

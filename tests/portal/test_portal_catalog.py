@@ -5,6 +5,7 @@ events her endpoints were sent — never on dave's."""
 from __future__ import annotations
 
 import pytest
+from cryptography.fernet import Fernet
 
 from deliveries.models import Delivery
 from tests.factories import portal_csrf_of, portal_link_via_api, portal_session_via_link
@@ -107,7 +108,7 @@ def test_the_filter_editor_tries_and_saves_a_filter(carol, shop):
     html = tried.content.decode()
     assert "1 of 2 recent" in html and "filter.data.amount.$gte: 5 is not ≥ 100" in html
     saved = carol.post(
-        f"/portal/endpoints/{shop['carol']}/filter/try",
+        f"/portal/endpoints/{shop['carol']}/filter/save",
         {
             "portal_csrf": portal_csrf_of(editor),
             "filter": '{"data": {"amount": {"$gte": 100}}}',
@@ -123,7 +124,7 @@ def test_the_filter_editor_tries_and_saves_a_filter(carol, shop):
 def test_the_filter_editor_names_the_fault_of_a_bad_filter(carol, shop):
     editor = carol.get(f"/portal/endpoints/{shop['carol']}/filter")
     answer = carol.post(
-        f"/portal/endpoints/{shop['carol']}/filter/try",
+        f"/portal/endpoints/{shop['carol']}/filter/save",
         {
             "portal_csrf": portal_csrf_of(editor),
             "filter": '{"data": {"a": {"$gte": true}}}',
@@ -161,10 +162,39 @@ def test_a_read_only_session_tries_but_cannot_save(alice, shop, catalog):
         ).status_code
         == 200
     )
+    assert f"/portal/endpoints/{shop['carol']}/filter/save" not in editor.content.decode()
     refused = browser.post(
-        f"/portal/endpoints/{shop['carol']}/filter/try", {**body, "action": "save"}
+        f"/portal/endpoints/{shop['carol']}/filter/save", {**body, "action": "save"}
     )
     assert refused.status_code == 403
     assert endpoint_filter(endpoint=Endpoint.objects.get(pk=shop["carol"])) is None
     catalog_page = browser.get("/portal/event-types/").content.decode()
     assert "Subscribe" not in catalog_page and "Send example" not in catalog_page
+
+
+def test_a_filter_no_key_opens_leaves_carols_pages_up_and_she_replaces_it(
+    alice, carol, shop, settings
+):
+    set_filter = {"filter": {"data": {"amount": 500}}}
+    patched = alice.client.patch(f"/api/v1/endpoints/{shop['carol']}", set_filter, format="json")
+    assert patched.status_code == 200
+    # HOMING_ENCRYPTION_KEY changed without a rotation: the old key is gone.
+    settings.HOMING_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+
+    endpoint_page = carol.get(f"/portal/endpoints/{shop['carol']}/")
+    assert endpoint_page.status_code == 200
+    assert "The filter cannot be read" in endpoint_page.content.decode()
+    editor = carol.get(f"/portal/endpoints/{shop['carol']}/filter")
+    assert editor.status_code == 200
+    assert "The saved filter cannot be read" in editor.content.decode()
+    body = {"portal_csrf": portal_csrf_of(editor), "filter": '{"data": {"amount": 5}}'}
+    tried = carol.post(
+        f"/portal/endpoints/{shop['carol']}/filter/try", {**body, "event_type": "invoice.paid"}
+    )
+    assert tried.status_code == 200 and "1 of 2 recent" in tried.content.decode()
+
+    assert carol.post(f"/portal/endpoints/{shop['carol']}/filter/save", body).status_code == 302
+    assert endpoint_filter(endpoint=Endpoint.objects.get(pk=shop["carol"])) == {
+        "data": {"amount": 5}
+    }
+    assert "cannot be read" not in carol.get(f"/portal/endpoints/{shop['carol']}/").content.decode()

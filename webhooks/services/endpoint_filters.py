@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from core import crypto
+from core.crypto import DecryptionFailed
 from webhooks.models import Endpoint
 
 
@@ -36,8 +37,13 @@ def endpoint_filter(*, endpoint: Endpoint) -> dict[str, Any] | None:
     return filter_opened(endpoint.filter)
 
 
-def endpoint_filter_text(*, endpoint: Endpoint) -> str:
-    """The filter as the console's and the portal's pages show it: indented JSON, ""
-    for none."""
-    spec = endpoint_filter(endpoint=endpoint)
+def endpoint_filter_text(*, endpoint: Endpoint) -> str | None:
+    """The filter as the console's and the portal's pages show it: indented JSON, "" for
+    none, None when no configured key opens it (HOMING_ENCRYPTION_KEY changed without a
+    rotation). Routing lets such a filter match nothing (deliveries/intake/routing.py);
+    the pages say it cannot be read and let it be replaced, rather than answer 500."""
+    try:
+        spec = endpoint_filter(endpoint=endpoint)
+    except (DecryptionFailed, ValueError):  # ValueError: opened, but not JSON (corrupt)
+        return None
     return "" if spec is None else json.dumps(spec, indent=2, ensure_ascii=False)
