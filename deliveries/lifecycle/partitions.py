@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.db.backends.utils import CursorWrapper
 
 from core.clock import database_now
 from core.ids import id_floor, id_millisecond
@@ -86,7 +87,7 @@ class Partition:
 
 
 @dataclass
-class Outcome:
+class PartitionStep:
     """What one maintenance step did (or, in a dry run, would do) and why."""
 
     action: str  # created, dropped, kept, skipped
@@ -148,7 +149,7 @@ def interval_ms() -> int:
 
 def partitions_ensure(
     *, now_ms: int | None = None, since_ms: int | None = None, dry_run: bool = False
-) -> list[Outcome]:
+) -> list[PartitionStep]:
     """Create the partitions of the current interval and the AHEAD next ones (from the
     interval of since_ms on, if given) where none covers them yet. An interval already
     partly covered (the interval setting changed) gets partitions for its gaps only;
@@ -185,7 +186,7 @@ def _gaps(lo: int, hi: int, taken: list[tuple[int, int]]) -> list[tuple[int, int
     return gaps
 
 
-def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> Outcome:
+def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> PartitionStep:
     name, span = history.name_at(lo), f"{_utc(lo)} .. {_utc(hi)}"
     bounds = [history.bound(lo), history.bound(hi)]
     with connection.cursor() as cursor:
@@ -196,9 +197,9 @@ def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> Outcome:
             bounds,
         )
         if cursor.fetchone():
-            return Outcome("skipped", span, [name], "its rows are in the default partition")
+            return PartitionStep("skipped", span, [name], "its rows are in the default partition")
     if dry_run:
-        return Outcome("created", span, [name], "dry run")
+        return PartitionStep("created", span, [name], "dry run")
     started = time.monotonic()
     try:
         with transaction.atomic(), connection.cursor() as cursor:
@@ -220,11 +221,11 @@ def _create(history: History, lo: int, hi: int, *, dry_run: bool) -> Outcome:
             )
             partition_indexes_named(cursor, table=history.table, partition=name)
     except DatabaseError as exc:
-        return Outcome("skipped", span, [name], f"not now, next run: {exc}".strip())
-    return Outcome("created", span, [name], seconds=time.monotonic() - started)
+        return PartitionStep("skipped", span, [name], f"not now, next run: {exc}".strip())
+    return PartitionStep("created", span, [name], seconds=time.monotonic() - started)
 
 
-def partition_indexes_named(cursor, *, table: str, partition: str) -> None:  # type: ignore[no-untyped-def]
+def partition_indexes_named(cursor: CursorWrapper, *, table: str, partition: str) -> None:
     """Name a partition's indexes after the table's (`delivery_endpoint_sequence_p2026…`)
     rather than PostgreSQL's column-made names: plans then say which index they use."""
     suffix = partition.removeprefix(table)
@@ -242,7 +243,9 @@ def partition_indexes_named(cursor, *, table: str, partition: str) -> None:  # t
             cursor.execute(f'ALTER INDEX "{child}" RENAME TO "{wanted}"')
 
 
-def partitions_drop_expired(*, now_ms: int | None = None, dry_run: bool = False) -> list[Outcome]:
+def partitions_drop_expired(
+    *, now_ms: int | None = None, dry_run: bool = False
+) -> list[PartitionStep]:
     """Drop the intervals wholly older than HOMING_RETENTION, all three tables' partitions
     of one interval together, and raise each endpoint's `purged_through` to the highest
     sequence dropped, in the same short transaction. An interval that still holds an
@@ -257,7 +260,7 @@ def partitions_drop_expired(*, now_ms: int | None = None, dry_run: bool = False)
     return [_drop(lo, hi, found, dry_run=dry_run) for (lo, hi), found in sorted(spans.items())]
 
 
-def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> Outcome:
+def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> PartitionStep:
     names = [found[h.table].name for h in HISTORY if h.table in found]
     span = f"{_utc(lo)} .. {_utc(hi)}"
     rows = sum(p.rows for p in found.values())
@@ -272,9 +275,9 @@ def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> Ou
                 cursor.execute(f"LOCK TABLE ONLY {tables} IN ACCESS EXCLUSIVE MODE")
             unfinished = _unfinished(cursor, lo, hi, found)
             if unfinished:
-                return Outcome("kept", span, names, unfinished)
+                return PartitionStep("kept", span, names, unfinished)
             if dry_run:
-                return Outcome("dropped", span, names, f"dry run, about {rows} rows")
+                return PartitionStep("dropped", span, names, f"dry run, about {rows} rows")
             if DELIVERIES.table in found:
                 cursor.execute(_RAISE_PURGED_THROUGH.format(part=found[DELIVERIES.table].name))
             # A caller's transaction may hold deferred foreign key checks of rows it wrote
@@ -283,11 +286,11 @@ def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> Ou
             cursor.execute(f"DROP TABLE {', '.join(names)}")
     except DatabaseError as exc:
         # Most often the lock timeout behind a long transaction: the next run tries again.
-        return Outcome("kept", span, names, f"not now, next run: {exc}".strip())
-    return Outcome("dropped", span, names, f"about {rows} rows", time.monotonic() - started)
+        return PartitionStep("kept", span, names, f"not now, next run: {exc}".strip())
+    return PartitionStep("dropped", span, names, f"about {rows} rows", time.monotonic() - started)
 
 
-def _unfinished(cursor, lo: int, hi: int, found: dict[str, Partition]) -> str:  # type: ignore[no-untyped-def]
+def _unfinished(cursor: CursorWrapper, lo: int, hi: int, found: dict[str, Partition]) -> str:
     """Why the interval must stay, or ""."""
     statuses = [str(s) for s in UNFINISHED]
     if DELIVERIES.table in found:
