@@ -199,10 +199,11 @@ def routing_changed(error: IntegrityError) -> bool:
         return False
     sqlstate = getattr(diag, "sqlstate", None)
     if sqlstate == "23502":  # not_null_violation: the gate
+        # The table named is the partition the event went to (webhooks_event_p…).
+        table = diag.table_name or ""
         return (
-            diag.table_name == Event._meta.db_table
-            and diag.column_name == Event._meta.get_field("tenant").column
-        )
+            table == Event._meta.db_table or table.startswith(f"{Event._meta.db_table}_")
+        ) and diag.column_name == Event._meta.get_field("tenant").column
     # foreign_key_violation of a row pointing at a missing endpoint (the constraint's
     # name is truncated; PostgreSQL's detail names the table the key is missing from)
     return sqlstate == "23503" and (diag.message_detail or "").endswith(
