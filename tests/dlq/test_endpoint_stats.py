@@ -193,3 +193,91 @@ def test_the_quantiles_interpolate_within_a_bucket() -> None:
     assert figures.duration_quantile(0.25) == 38
     slow = AttemptFigures(attempts={}, durations=[0] * 9 + [3], buckets=[])
     assert slow.duration_quantile(0.5) == 10000
+
+
+# CONTRACT section 2, word for word: `{period, attempts: {success, retryable, fatal},
+# success_rate, duration_ms: {p50, p95}, deliveries: {<status>: n}, dead_letters,
+# buckets: [{start, success, retryable, fatal}]}`; <status> is a public status.
+STATS_KEYS = {
+    "period",
+    "attempts",
+    "success_rate",
+    "duration_ms",
+    "deliveries",
+    "dead_letters",
+    "buckets",
+}
+OUTCOMES = {"success", "retryable", "fatal"}
+PUBLIC_STATUSES = {"pending", "delivering", "succeeded", "dead"}
+PERIODS = {"1h": (timedelta(minutes=1), 60), "24h": (timedelta(minutes=15), 96)}
+PERIODS["7d"] = (timedelta(hours=1), 168)
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+@pytest.mark.parametrize("with_attempts", [False, True])
+@pytest.mark.parametrize("period", ["1h", "24h", "7d"])
+def test_the_answer_has_the_contracts_keys_and_types(alice, period, with_attempts) -> None:
+    shop = endpoint_row(alice.tenant)
+    if with_attempts:
+        _attempt_all(alice, ANSWERS)
+    before = timezone.now()
+
+    answer = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period={period}")
+
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == STATS_KEYS
+    assert body["period"] == period
+    assert set(body["attempts"]) == OUTCOMES
+    assert all(_is_count(n) for n in body["attempts"].values())
+    if with_attempts:
+        assert type(body["success_rate"]) is float and 0 <= body["success_rate"] <= 1
+        assert all(type(body["duration_ms"][q]) is int for q in ("p50", "p95"))
+    else:
+        assert body["success_rate"] is None
+        assert body["duration_ms"] == {"p50": None, "p95": None}
+    assert set(body["duration_ms"]) == {"p50", "p95"}
+    assert set(body["deliveries"]) == PUBLIC_STATUSES
+    assert all(_is_count(n) for n in body["deliveries"].values())
+    assert _is_count(body["dead_letters"])
+
+    step, count = PERIODS[period]
+    buckets = body["buckets"]
+    assert len(buckets) == count
+    assert all(set(b) == {"start", *OUTCOMES} for b in buckets)
+    assert all(_is_count(b[o]) for b in buckets for o in OUTCOMES)
+    assert all(b["start"].endswith("Z") for b in buckets)  # ISO 8601 UTC
+    starts = [datetime.fromisoformat(b["start"].replace("Z", "+00:00")) for b in buckets]
+    assert all(s.utcoffset() == timedelta(0) for s in starts)
+    assert {b - a for a, b in itertools.pairwise(starts)} == {step}
+    # The buckets start on their step, the last one holds now.
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert all((s - epoch) % step == timedelta(0) for s in starts)
+    assert starts[-1] <= before < starts[-1] + step + timedelta(seconds=5)
+    assert {o: sum(b[o] for b in buckets) for o in OUTCOMES} == body["attempts"]
+
+
+def test_the_schema_states_the_contracts_keys(alice) -> None:
+    schema = alice.client.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
+    [operation] = [
+        methods["get"] for path, methods in schema["paths"].items() if path.endswith("/stats")
+    ]
+    ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    components = schema["components"]["schemas"]
+
+    def properties(reference: str) -> dict:
+        return components[reference.rsplit("/", 1)[1]]["properties"]
+
+    stats = properties(ref)
+    assert set(stats) == STATS_KEYS
+    assert set(properties(stats["attempts"]["$ref"])) == OUTCOMES
+    assert set(properties(stats["deliveries"]["$ref"])) == PUBLIC_STATUSES
+    assert set(properties(stats["duration_ms"]["$ref"])) == {"p50", "p95"}
+    assert set(properties(stats["buckets"]["items"]["$ref"])) == {"start", *OUTCOMES}
+    period = stats["period"]
+    if "$ref" in period:
+        period = components[period["$ref"].rsplit("/", 1)[1]]
+    assert period["enum"] == ["1h", "24h", "7d"]
