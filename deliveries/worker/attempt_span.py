@@ -37,6 +37,9 @@ def attempt_span_headers(span: Span) -> dict[str, str]:
 
 def attempt_span_end(span: Span, result: SendResult | None) -> None:
     """Status code, outcome and duration; an error status when the attempt failed."""
+    if not span.is_recording():  # sampled out: nothing to classify, nothing is exported
+        span.end()
+        return
     if result is None:  # the endpoint was deactivated since the claim: nothing was sent
         span.set_attribute("homing.outcome", "not_sent")
         span.end()
