@@ -243,10 +243,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
         "share: only a quiet tenant beside another tenant's slow endpoints; "
         "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers); "
-        "tracing: only the live run with tracing off, on (100%% sampled), off again; "
+        "tracing: only the live run with tracing off and on (100%% sampled), interleaved; "
         "filters: only a filter's and a schema's cost and ingestion with 100 filters vs none",
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
+    parser.add_argument(
+        "--tracing-rounds", type=int, default=3, help="--only tracing: runs of each side (3)"
+    )
     steps_flow.add_arguments(parser)
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)

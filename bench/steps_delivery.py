@@ -174,6 +174,9 @@ class DeliverySteps(_Base):
             "seconds_last_accept_to_last_receipt": round(last - accepted.last_done, 2),
             "rss": sampler.summary(running_from=first_accept),
             "cpu_percent_of_one_core": cpu,
+            # The window the CPU figures cover (first POST to last receipt): CPU seconds
+            # of a process = its percent / 100 * this.
+            "cpu_window_seconds": round(finished - started, 3),
         }
         self.results.setdefault("delivery_live", {})[label] = figures
         say(

@@ -1,13 +1,26 @@
-"""What tracing costs (`--only tracing`): the live end-to-end run three times in one
-bench run, web and workers restarted for each: tracing off, on with every trace sampled
-(OTEL_TRACES_SAMPLER=always_on) and exported over OTLP/HTTP to a local sink, off again and
-on again (A B A B: a machine that gets busier or quieter during the step weighs on both
-sides, and shows as off vs off). Besides deliveries/s, the CPU of Homing's own processes
-(web, workers, scheduler) per delivery: the figure a busy machine disturbs least.
+"""What tracing costs (`--only tracing`): the live end-to-end run repeated in one bench
+run, web and workers restarted for each, tracing off and on interleaved (off, on, off,
+on, ...; `--tracing-rounds` of each, 3 by default): a machine that gets busier or quieter
+during the step weighs on both sides. "On" samples every trace
+(OTEL_TRACES_SAMPLER=always_on) and exports it over OTLP/HTTP to a sink in the bench
+process; "off" has no OTel variable, and then no process loads span code (no SDK
+tracing, no exporter, no span module of ours) nor runs any per attempt
+(tests/deliveries/worker/test_attempt_tracing_off.py, tests/e2e/test_tracing_e2e.py): off
+is the no-OTel baseline (redis-py 8 loads OpenTelemetry's API for metrics of its own, off
+unless an application turns them on, whatever Homing does).
+
+Each run gives deliveries/s (first accept to last receipt) and CPU per delivery: the
+workers' own CPU seconds over the run divided by the deliveries (the figure tracing
+changes most and a shared machine disturbs least: it counts work done, not time waited),
+and the same for all of Homing's processes (web, workers, scheduler: the ingest span is
+the web's). The step reports the median of each side and the spread of each side (the
+largest relative distance of one run from its side's median: the noise to read the
+differences against).
 Targets (issue 34): on within 15 % of off, off within 2 % of off."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -42,6 +55,26 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
+def _cpu_ms_per_delivery(figures: dict[str, Any], *, workers_only: bool) -> float:
+    """CPU milliseconds per delivery of the workers (or of every Homing process)."""
+    cpu = figures["cpu_percent_of_one_core"]
+    names = ("worker",) if workers_only else ("worker", "scheduler", "gunicorn")
+    percent = sum(v for k, v in cpu.items() if k.startswith(names))
+    delivered = figures["unique_seen"]
+    return round(10 * percent * figures["cpu_window_seconds"] / delivered, 3) if delivered else 0.0
+
+
+def _side(values: list[float]) -> dict[str, float]:
+    """The median of a side's runs and their spread around it."""
+    median = statistics.median(values)
+    spread = max(abs(v - median) for v in values) / median if median else 0.0
+    return {"median": round(median, 3), "spread": round(spread, 3)}
+
+
+def _ratio(on: float, off: float) -> float | None:
+    return round(on / off, 3) if off else None
+
+
 class TracingSteps(_Base):
     def tracing_cost(self, workers: int) -> None:
         sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
@@ -51,53 +84,54 @@ class TracingSteps(_Base):
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.server_address[1]}",
             "OTEL_TRACES_SAMPLER": "always_on",
         }
-        rates: dict[str, float] = {}
-        cpu_ms: dict[str, float] = {}
-        runs: tuple[tuple[str, dict[str, str]], ...] = (
-            ("off", {}),
-            ("on", tracing_on),
-            ("off again", {}),
-            ("on again", tracing_on),
-        )
+        rounds = max(1, self.args.tracing_rounds)
+        runs = [("off", {}), ("on", tracing_on)] * rounds
+        measured: dict[str, dict[str, list[float]]] = {
+            side: {"rate": [], "worker_cpu_ms": [], "homing_cpu_ms": []} for side in ("off", "on")
+        }
         try:
-            for label, env in runs:
-                say(f"tracing {label}: web and {workers} worker(s) started afresh")
+            for i, (side, env) in enumerate(runs):
+                say(f"tracing {side} ({i // 2 + 1}/{rounds}): web and {workers} worker(s) afresh")
                 with self.extra_env(**env):
-                    self._web_afresh(first=not rates)
+                    self._web_afresh(first=i == 0)
                     running = self.live(workers)
                 self.stop(*running, self.web)
-                figures = self.results["delivery_live"][f"{workers}w"]
+                figures = dict(self.results["delivery_live"][f"{workers}w"])
                 rate = figures["deliveries_per_s_first_accept_to_last_receipt"]
-                rates[label] = rate
-                cpu = figures["cpu_percent_of_one_core"]
-                homing = sum(
-                    v
-                    for k, v in cpu.items()
-                    if k == "gunicorn" or k.startswith(("worker", "scheduler"))
+                worker_ms = _cpu_ms_per_delivery(figures, workers_only=True)
+                homing_ms = _cpu_ms_per_delivery(figures, workers_only=False)
+                measured[side]["rate"].append(rate)
+                measured[side]["worker_cpu_ms"].append(worker_ms)
+                measured[side]["homing_cpu_ms"].append(homing_ms)
+                self.results.setdefault("tracing_live", []).append({"tracing": side, **figures})
+                say(
+                    f"  tracing {side}: {rate} deliveries/s, workers {worker_ms} ms CPU per "
+                    f"delivery, all of Homing {homing_ms} ms; other processes "
+                    f"{figures['cpu_percent_of_one_core'].get('OTHER-processes')}% of a core"
                 )
-                cpu_ms[label] = round(10 * homing / rate, 3) if rate else 0.0
-                self.results.setdefault("tracing_live", {})[label] = dict(figures)
         finally:
             sink.shutdown()
-        off = (rates["off"] + rates["off again"]) / 2
-        on = (rates["on"] + rates["on again"]) / 2
-        cpu_off = (cpu_ms["off"] + cpu_ms["off again"]) / 2
-        cpu_on = (cpu_ms["on"] + cpu_ms["on again"]) / 2
-        summary = {
-            "deliveries_per_s": rates,
-            "homing_cpu_ms_per_delivery": cpu_ms,
-            "on_vs_off": round(on / off, 3),
-            "off_vs_off": round(rates["off again"] / rates["off"], 3),
-            "cpu_on_vs_off": round(cpu_on / cpu_off, 3) if cpu_off else None,
-            "spans_exported_requests": _Sink.exports,
-            "spans_exported_bytes": _Sink.bytes_in,
-        }
+        summary: dict[str, Any] = {"runs_per_side": rounds, "runs": measured}
+        for figure in ("rate", "worker_cpu_ms", "homing_cpu_ms"):
+            off, on = _side(measured["off"][figure]), _side(measured["on"][figure])
+            summary[figure] = {
+                "off": off,
+                "on": on,
+                "on_vs_off": _ratio(on["median"], off["median"]),
+            }
+        summary["spans_exported_requests"] = _Sink.exports
+        summary["spans_exported_bytes"] = _Sink.bytes_in
         self.results["tracing_cost"] = summary
+        rate, worker = summary["rate"], summary["worker_cpu_ms"]
         say(
-            f"tracing: live deliveries/s {rates}; on = {summary['on_vs_off']:.1%} of off "
-            f"(target >= 85%), off again = {summary['off_vs_off']:.1%} of off (target within "
-            f"2%); Homing's CPU per delivery (ms) {cpu_ms}: on = {summary['cpu_on_vs_off']} x "
-            f"off; {_Sink.exports} OTLP exports, {_Sink.bytes_in / 1e6:.1f} MB"
+            f"tracing, medians of {rounds} runs a side: deliveries/s off {rate['off']['median']} "
+            f"(spread {rate['off']['spread']:.0%}), on {rate['on']['median']} (spread "
+            f"{rate['on']['spread']:.0%}): on = {rate['on_vs_off']:.1%} of off (target >= 85%); "
+            f"workers' CPU per delivery off {worker['off']['median']} ms (spread "
+            f"{worker['off']['spread']:.0%}), on {worker['on']['median']} ms (spread "
+            f"{worker['on']['spread']:.0%}): on = {worker['on_vs_off']} x off; all of Homing's "
+            f"CPU: on = {summary['homing_cpu_ms']['on_vs_off']} x off; "
+            f"{_Sink.exports} OTLP exports, {_Sink.bytes_in / 1e6:.1f} MB"
         )
 
     def _web_afresh(self, *, first: bool) -> None:

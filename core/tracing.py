@@ -122,22 +122,55 @@ def trace_headers(trace_context: str | None) -> dict[str, str]:
 
 
 def parent_of(trace_context: str | None) -> Context | None:
-    """The OpenTelemetry context whose remote span is the kept one (None: a new trace)."""
+    """The OpenTelemetry context whose remote span is the kept one (None: a new trace).
+
+    Read by position, not by the propagator's parser: a kept value was validated and
+    normalised by trace_context_of when it was stored, and this runs once per attempt."""
     if not trace_context:
         return None
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        TraceFlags,
+        TraceState,
+        set_span_in_context,
+    )
 
-    return TraceContextTextMapPropagator().extract(trace_headers(trace_context))
+    traceparent, _, tracestate = trace_context.partition("\n")
+    parent = SpanContext(
+        trace_id=int(traceparent[3:35], 16),
+        span_id=int(traceparent[36:52], 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(traceparent[53:55], 16)),
+        trace_state=TraceState.from_header([tracestate]) if tracestate else None,
+    )
+    return set_span_in_context(NonRecordingSpan(parent))
 
 
 def span_trace_context(span: Span) -> str | None:
     """The trace context of `span` as kept with an event (its traceparent and tracestate)."""
+    headers = span_headers(span)
+    if not headers:
+        return None
+    state = headers.get("tracestate")
+    return f"{headers['traceparent']}\n{state}" if state else headers["traceparent"]
+
+
+def span_headers(span: Span) -> dict[str, str]:
+    """The W3C `traceparent` (and `tracestate`) of `span`: what a webhook carries. Built
+    from the span's own ids, which are valid by construction (no parsing per attempt)."""
     context = span.get_span_context()
     if not context.is_valid:
-        return None
-    flags = f"{int(context.trace_flags):02x}"
-    traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
-    return trace_context_of(traceparent, context.trace_state.to_header() or None)
+        return {}
+    headers = {
+        "traceparent": (
+            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+        )
+    }
+    state = context.trace_state.to_header() if context.trace_state else ""
+    if state and len(state) <= TRACESTATE_MAX and TRACESTATE_CHARACTERS.match(state):
+        headers["tracestate"] = state
+    return headers
 
 
 def span_failed(span: Span, description: str) -> None:

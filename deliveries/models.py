@@ -91,6 +91,14 @@ class Delivery(models.Model):
                 name="delivery_blocked_by",
                 condition=Q(status=DeliveryStatus.HELD),
             ),
+            # An endpoint's held deliveries, counted by its statistics (dlq.selectors.
+            # endpoint_unfinished_counts) without walking its other deliveries or other
+            # endpoints' held ones. Written only for held rows.
+            models.Index(
+                fields=["endpoint"],
+                name="delivery_endpoint_held",
+                condition=Q(status=DeliveryStatus.HELD),
+            ),
             # GET /deliveries newest first, optionally ?status=.
             models.Index(fields=["tenant", "-created_at"], name="delivery_tenant_created"),
             models.Index(fields=["tenant", "status", "-created_at"], name="delivery_tenant_status"),

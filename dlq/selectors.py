@@ -290,7 +290,9 @@ class EndpointStats:
     attempts: dict[str, int]  # outcome -> attempts
     success_rate: float | None  # success / attempts; None without attempts
     duration_ms: dict[str, int | None]  # p50, p95
-    deliveries: dict[str, int]  # succeeded, dead: deliveries that finished in the period
+    # Every public status (CONTRACT section 2): succeeded and dead, the deliveries that
+    # finished in the period; pending and delivering, the endpoint's unfinished ones now.
+    deliveries: dict[str, int]
     dead_letters: int  # of those that died, the ones still waiting in the queue
     buckets: list[AttemptBucket]
 
@@ -306,7 +308,8 @@ def endpoint_stats(
     attempts (each finishes its delivery); `deliveries.dead` the dead letters written in
     the period (every death writes one; discarded ones left out) and `dead_letters` those
     of them still waiting: index-only counts (deadletter_endpoint_dead,
-    deadletter_waiting_endpoint)."""
+    deadletter_waiting_endpoint). `deliveries.pending` and `.delivering` are the
+    endpoint's unfinished deliveries now (endpoint_unfinished_counts)."""
     step, count = STATS_PERIODS[period]
     now = now or timezone.now()
     epoch = int(now.timestamp())
@@ -325,9 +328,29 @@ def endpoint_stats(
             "p95": figures.duration_quantile(0.95),
         },
         deliveries={
+            **endpoint_unfinished_counts(endpoint_id=endpoint.id),
             Delivery.Status.SUCCEEDED: figures.attempts["success"],
             Delivery.Status.DEAD: died.filter(discarded_at__isnull=True).count(),
         },
         dead_letters=died.filter(replayed_at__isnull=True, discarded_at__isnull=True).count(),
         buckets=figures.buckets,
     )
+
+
+def endpoint_unfinished_counts(*, endpoint_id: str) -> dict[str, int]:
+    """The endpoint's pending and delivering deliveries now, by their public status (a
+    held one, waiting in its ordering key's line, is pending to the API).
+
+    Each status is counted through a partial index, exactly up to EXACT_UP_TO rows (a few
+    milliseconds), and past that it is the planner's estimate (count_bounded): a COUNT
+    of a million-deep backlog walks a million index entries, 150-300 ms (bench/README.md,
+    backpressure), and no per-endpoint count is kept. Indexes: delivery_endpoint_due
+    (pending), delivery_endpoint_held (held), delivery_lease (delivering: every
+    in-flight delivery, a few thousand at most, whatever the backlogs)."""
+    mine = Delivery.objects.filter(endpoint_id=endpoint_id)
+    pending = count_bounded(mine.filter(status=Delivery.Status.PENDING))
+    held = count_bounded(mine.filter(status=Delivery.Status.HELD))
+    delivering = count_bounded(
+        mine.filter(status=Delivery.Status.DELIVERING, lease_expires_at__isnull=False)
+    )
+    return {Delivery.Status.PENDING: pending + held, Delivery.Status.DELIVERING: delivering}

@@ -11,6 +11,7 @@ import logging
 import ssl
 import threading
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from core import tracing
@@ -22,11 +23,6 @@ from deliveries.results import ErrorKind, SendResult
 from deliveries.transport.sender import Sender
 from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
 from deliveries.transport.tokens import ClientCredentials
-from deliveries.worker.attempt_span import (
-    attempt_span_end,
-    attempt_span_headers,
-    attempt_span_start,
-)
 from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import Claimed
 from deliveries.worker.ledger import Ledger
@@ -38,11 +34,20 @@ from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secre
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+
 logger = logging.getLogger(__name__)
 
 # A delivery claimed ahead that no answer took within this is given back: its lease must
 # still cover a whole attempt when it starts.
 NEXT_IN_LINE_SECONDS = 2.0
+
+
+def _attempt_spans() -> ModuleType:
+    """deliveries/worker/attempt_span.py, imported once tracing is on: with tracing off a
+    worker loads no span code (DESIGN.md 26; tests/e2e/test_tracing_e2e.py)."""
+    from deliveries.worker import attempt_span
+
+    return attempt_span
 
 
 class Attempts:
@@ -87,15 +92,16 @@ class Attempts:
         result is recorded, or here if it never reaches the recorder."""
         submitted = False
         tracer = tracing.tracer  # None while tracing is off: no span is made
-        span = None if tracer is None else attempt_span_start(tracer, delivery)
+        spans = None if tracer is None else _attempt_spans()
+        span = None if spans is None else spans.attempt_span_start(tracer, delivery)
         try:
             started_at = datetime.now(UTC)  # timezone.now() reads a setting: per attempt
             result = None
             try:
                 result = await self.send(delivery, policy, span)
             finally:
-                if span is not None:
-                    attempt_span_end(span, result)
+                if spans is not None and span is not None:
+                    spans.attempt_span_end(span, result)
                 self._request_over(delivery, policy, answered=succeeded(result))
             self._recorder.submit(
                 Attempted(delivery, result, started_at, policy),
@@ -146,7 +152,7 @@ class Attempts:
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
             if span is not None:
-                headers.update(attempt_span_headers(span))
+                headers.update(_attempt_spans().attempt_span_headers(span))
             elif event.trace_context is not None:
                 # Tracing off: the webhook carries the event's trace context as it came,
                 # so the receiver still joins the producer's trace (CONTRACT section 3).

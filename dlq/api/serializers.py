@@ -79,8 +79,14 @@ class StatsDurationSerializer(serializers.Serializer):
 
 
 class StatsDeliveriesSerializer(serializers.Serializer):
-    succeeded = serializers.IntegerField()
-    dead = serializers.IntegerField()
+    """Every public status. pending and delivering: the endpoint's deliveries in that
+    status now (exact up to 10,000, past that PostgreSQL's estimate); succeeded and dead:
+    the deliveries that finished so in the period."""
+
+    pending = serializers.IntegerField(help_text="Waiting for an attempt, now.")
+    delivering = serializers.IntegerField(help_text="An attempt in flight, now.")
+    succeeded = serializers.IntegerField(help_text="Succeeded in the period.")
+    dead = serializers.IntegerField(help_text="Died in the period (a dead letter written).")
 
 
 class EndpointStatsSerializer(serializers.Serializer):

@@ -60,9 +60,9 @@ def test_the_stats_equal_a_count_of_the_attempts_made(alice) -> None:
     assert body["success_rate"] == pytest.approx(4 / 7)
     succeeded = Delivery.objects.filter(endpoint=shop, status=Delivery.Status.SUCCEEDED).count()
     dead = DeadLetter.objects.filter(endpoint=shop).count()
-    assert (
-        body["deliveries"] == {"succeeded": succeeded, "dead": dead} == {"succeeded": 4, "dead": 1}
-    )
+    # The two 503s wait for their retries.
+    assert body["deliveries"] == {"pending": 2, "delivering": 0, "succeeded": 4, "dead": 1}
+    assert (body["deliveries"]["succeeded"], body["deliveries"]["dead"]) == (succeeded, dead)
     assert body["dead_letters"] == 1
     # 7 durations: 4, 8, 30, 60, 120, 700, 3000 ms; the median is in (50, 100].
     assert 50 < body["duration_ms"]["p50"] <= 100
@@ -108,7 +108,62 @@ def test_an_endpoint_without_attempts_has_zeros_and_no_rate(alice) -> None:
     assert body["attempts"] == {"success": 0, "retryable": 0, "fatal": 0}
     assert body["success_rate"] is None
     assert body["duration_ms"] == {"p50": None, "p95": None}
+    assert body["deliveries"] == {"pending": 0, "delivering": 0, "succeeded": 0, "dead": 0}
     assert len(body["buckets"]) == 168
+
+
+def _post(actor, n: int, ordering_key: str | None = None) -> None:
+    for i in range(n):
+        event = {"type": "a.b", "data": {"i": i}, "ordering_key": ordering_key}
+        assert actor.client.post("/api/v1/events", event, format="json").status_code == 202
+
+
+def test_the_unfinished_deliveries_equal_a_count_of_the_rows_now(alice) -> None:
+    shop = endpoint_row(alice.tenant, event_types=["a.b"])
+    # 4 events claimed: 2 succeed, 1 dies, 1 stays in flight (claimed, not recorded).
+    _post(alice, 4)
+    claimed = sorted(deliveries_claim(limit=100, policy=current_policy()), key=lambda d: d.id)
+    answers = [SendResult(200, None, b"", None, 5)] * 2 + [SendResult(404, None, b"", None, 5)]
+    attempts_record(
+        outcomes=[
+            Attempted(d, result, timezone.now(), current_policy())
+            for d, result in zip(claimed, answers, strict=False)
+        ]
+    )
+    # 2 waiting, and an ordering key's line of 3: its head pending, 2 held behind it.
+    _post(alice, 2)
+    _post(alice, 3, ordering_key="order-123")
+    # Alice's other endpoint's deliveries are not the shop's.
+    endpoint_row(alice.tenant, event_types=["other"])
+    alice.client.post("/api/v1/events", {"type": "other", "data": {}}, format="json")
+
+    body = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=1h").json()
+
+    rows = Counter(Delivery.objects.filter(endpoint=shop).values_list("status", flat=True))
+    assert rows == {"succeeded": 2, "dead": 1, "delivering": 1, "pending": 3, "held": 2}
+    assert body["deliveries"] == {
+        "pending": rows["pending"] + rows["held"],  # held is pending to the API
+        "delivering": rows["delivering"],
+        "succeeded": rows["succeeded"],
+        "dead": rows["dead"],
+    }
+    assert list(body["deliveries"]) == ["pending", "delivering", "succeeded", "dead"]
+
+
+def test_a_deep_backlog_is_counted_up_to_a_bound(alice, monkeypatch) -> None:
+    shop = endpoint_row(alice.tenant)
+    _post(alice, 5)
+    _post(alice, 3, ordering_key="k")
+    monkeypatch.setattr("dlq.selectors.EXACT_UP_TO", 2)
+
+    with statements_run() as ran:
+        body = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period=1h").json()
+
+    # 6 pending (past the bound: the planner's estimate, never below the bound + 1) and 2
+    # held (within it: exact).
+    assert body["deliveries"]["pending"] >= 3 + 2
+    counts = [sql for sql in ran if "deliveries_delivery" in sql and "COUNT(" in sql.upper()]
+    assert len(counts) == 3 and all("LIMIT 3" in sql for sql in counts)
 
 
 def test_the_stats_read_the_minutes_never_the_attempts(alice) -> None:
@@ -138,3 +193,91 @@ def test_the_quantiles_interpolate_within_a_bucket() -> None:
     assert figures.duration_quantile(0.25) == 38
     slow = AttemptFigures(attempts={}, durations=[0] * 9 + [3], buckets=[])
     assert slow.duration_quantile(0.5) == 10000
+
+
+# CONTRACT section 2, word for word: `{period, attempts: {success, retryable, fatal},
+# success_rate, duration_ms: {p50, p95}, deliveries: {<status>: n}, dead_letters,
+# buckets: [{start, success, retryable, fatal}]}`; <status> is a public status.
+STATS_KEYS = {
+    "period",
+    "attempts",
+    "success_rate",
+    "duration_ms",
+    "deliveries",
+    "dead_letters",
+    "buckets",
+}
+OUTCOMES = {"success", "retryable", "fatal"}
+PUBLIC_STATUSES = {"pending", "delivering", "succeeded", "dead"}
+PERIODS = {"1h": (timedelta(minutes=1), 60), "24h": (timedelta(minutes=15), 96)}
+PERIODS["7d"] = (timedelta(hours=1), 168)
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+@pytest.mark.parametrize("with_attempts", [False, True])
+@pytest.mark.parametrize("period", ["1h", "24h", "7d"])
+def test_the_answer_has_the_contracts_keys_and_types(alice, period, with_attempts) -> None:
+    shop = endpoint_row(alice.tenant)
+    if with_attempts:
+        _attempt_all(alice, ANSWERS)
+    before = timezone.now()
+
+    answer = alice.client.get(f"/api/v1/endpoints/{shop.id}/stats?period={period}")
+
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == STATS_KEYS
+    assert body["period"] == period
+    assert set(body["attempts"]) == OUTCOMES
+    assert all(_is_count(n) for n in body["attempts"].values())
+    if with_attempts:
+        assert type(body["success_rate"]) is float and 0 <= body["success_rate"] <= 1
+        assert all(type(body["duration_ms"][q]) is int for q in ("p50", "p95"))
+    else:
+        assert body["success_rate"] is None
+        assert body["duration_ms"] == {"p50": None, "p95": None}
+    assert set(body["duration_ms"]) == {"p50", "p95"}
+    assert set(body["deliveries"]) == PUBLIC_STATUSES
+    assert all(_is_count(n) for n in body["deliveries"].values())
+    assert _is_count(body["dead_letters"])
+
+    step, count = PERIODS[period]
+    buckets = body["buckets"]
+    assert len(buckets) == count
+    assert all(set(b) == {"start", *OUTCOMES} for b in buckets)
+    assert all(_is_count(b[o]) for b in buckets for o in OUTCOMES)
+    assert all(b["start"].endswith("Z") for b in buckets)  # ISO 8601 UTC
+    starts = [datetime.fromisoformat(b["start"].replace("Z", "+00:00")) for b in buckets]
+    assert all(s.utcoffset() == timedelta(0) for s in starts)
+    assert {b - a for a, b in itertools.pairwise(starts)} == {step}
+    # The buckets start on their step, the last one holds now.
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert all((s - epoch) % step == timedelta(0) for s in starts)
+    assert starts[-1] <= before < starts[-1] + step + timedelta(seconds=5)
+    assert {o: sum(b[o] for b in buckets) for o in OUTCOMES} == body["attempts"]
+
+
+def test_the_schema_states_the_contracts_keys(alice) -> None:
+    schema = alice.client.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
+    [operation] = [
+        methods["get"] for path, methods in schema["paths"].items() if path.endswith("/stats")
+    ]
+    ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    components = schema["components"]["schemas"]
+
+    def properties(reference: str) -> dict:
+        return components[reference.rsplit("/", 1)[1]]["properties"]
+
+    stats = properties(ref)
+    assert set(stats) == STATS_KEYS
+    assert set(properties(stats["attempts"]["$ref"])) == OUTCOMES
+    assert set(properties(stats["deliveries"]["$ref"])) == PUBLIC_STATUSES
+    assert set(properties(stats["duration_ms"]["$ref"])) == {"p50", "p95"}
+    assert set(properties(stats["buckets"]["items"]["$ref"])) == {"start", *OUTCOMES}
+    period = stats["period"]
+    if "$ref" in period:
+        period = components[period["$ref"].rsplit("/", 1)[1]]
+    assert period["enum"] == ["1h", "24h", "7d"]

@@ -52,6 +52,7 @@ def test_carol_sees_her_endpoints_attempts_as_a_chart(
     assert "60 %" in figures  # 6 of 10
     assert "6 ok · 3 retryable · 1 fatal" in figures
     assert "6 succeeded · 1 died" in figures
+    assert "3 pending · 0 delivering" in figures  # the 503s wait for their retries
     legend = page.locator("section.stats ul.legend").inner_text()
     assert "success (6)" in legend and "retryable failure (3)" in legend
     # Each outcome is drawn; the success line rises above the baseline in the last minute.

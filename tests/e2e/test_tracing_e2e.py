@@ -6,14 +6,17 @@ a real local receiver, whose requests are decoded with `opentelemetry-proto`."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
+from django.conf import settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from deliveries.models import Attempt, Delivery
-from tests.processes import Web, wait_until
+from tests.processes import Web, process_env, wait_until
 from tests.receivers import Answer, Receiver
 
 pytestmark = pytest.mark.e2e
@@ -133,7 +136,7 @@ def test_a_producers_trace_runs_through_every_attempt_to_the_receiver(
     made = Attempt.objects.filter(delivery_id=delivery_id)
     assert made.count() == 3
     assert stats["attempts"] == {"success": 1, "retryable": 2, "fatal": 0}
-    assert stats["deliveries"] == {"succeeded": 1, "dead": 0}
+    assert stats["deliveries"] == {"pending": 0, "delivering": 0, "succeeded": 1, "dead": 0}
     assert sum(b["retryable"] for b in stats["buckets"]) == 2
 
 
@@ -186,3 +189,43 @@ def test_with_tracing_off_the_webhook_carries_the_producers_context_as_it_came(
     [second] = [w for w in webhooks if w.headers["webhook-id"] != traced["id"]]
     assert (first.headers["traceparent"], first.headers["tracestate"]) == (TRACEPARENT, "shop=1")
     assert "traceparent" not in second.headers and "tracestate" not in second.headers
+
+
+# What a worker and a web process import on their way up (run_worker's Worker, the WSGI
+# application with every route), then the modules of span code among those loaded.
+_IMPORTS = """
+import sys
+import django
+django.setup()
+import config.wsgi, config.urls, deliveries.worker.worker
+from core import tracing
+tracing.tracing_start(service="homing-test")
+span_code = ("opentelemetry.sdk.trace", "opentelemetry.exporter", "deliveries.worker.attempt_span")
+print(sorted(m for m in sys.modules if m.startswith(span_code)))
+"""
+
+
+def test_with_tracing_off_no_process_loads_span_code(tmp_path) -> None:
+    """DESIGN.md 26: without the variables neither the SDK's tracing nor an exporter is
+    loaded, nor a span module of ours. (redis-py 8 loads OpenTelemetry's API and metrics
+    SDK for metrics of its own, off unless an application turns them on.)"""
+    off = subprocess.run(
+        [sys.executable, "-c", _IMPORTS],
+        env={k: v for k, v in process_env().items() if not k.startswith("OTEL_")},
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert off.stdout.strip().splitlines()[-1] == "[]"
+    on = subprocess.run(
+        [sys.executable, "-c", _IMPORTS],
+        env={**process_env(), **_otel("http://127.0.0.1:9")},
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "opentelemetry.sdk.trace" in on.stdout
