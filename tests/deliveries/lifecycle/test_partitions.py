@@ -160,3 +160,27 @@ def test_the_command_lists_creates_and_drops(base, ep, settings):
     assert "kept" in done and "dropped" in done and "(dry run)" not in done
     starts = {p.start_ms for p in partitions_list()}
     assert base in starts and base + MINUTE not in starts
+
+
+def test_every_partition_has_every_index_of_its_table_and_each_is_valid(base):
+    # Indexes added after the conversion (AddIndexOnline: ON ONLY the table, then
+    # CONCURRENTLY per partition, attached) and partitions made after them alike.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT parent.relname, part.relname,"
+            " (SELECT count(*) FROM pg_index x WHERE x.indrelid = parent.oid),"
+            " (SELECT count(*) FROM pg_index x WHERE x.indrelid = part.oid AND x.indisvalid),"
+            " (SELECT bool_and(x.indisvalid) FROM pg_index x WHERE x.indrelid = parent.oid)"
+            " FROM pg_class parent JOIN pg_inherits i ON i.inhparent = parent.oid"
+            " JOIN pg_class part ON part.oid = i.inhrelid WHERE parent.relname = ANY(%s)",
+            [list(HISTORY)],
+        )
+        rows = cursor.fetchall()
+    assert {table for table, *_ in rows} == set(HISTORY)
+    assert [row for row in rows if row[2] != row[3] or not row[4]] == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_indexes WHERE tablename LIKE 'deliveries_delivery_p%%'"
+            " AND indexname LIKE 'delivery_endpoint_held_p%%'"
+        )
+        assert cursor.fetchone()[0] >= 3  # today and the two ahead, at least
