@@ -43,6 +43,15 @@ class BackpressureSerializer(serializers.Serializer):
     code = serializers.ChoiceField(choices=["rate_limited", "backlog_full"])
 
 
+class UnreadableSerializer(serializers.Serializer):
+    """409: a stored encrypted value no key of HOMING_ENCRYPTION_KEY opens; the message
+    says how to replace it."""
+
+    message = serializers.CharField()
+    code = serializers.ChoiceField(choices=["unreadable"])
+    field = serializers.CharField(help_text="What cannot be read: `signing secret`, `filter`.")
+
+
 WHY = {
     400: (
         "Invalid input: `message` says what, `errors` names each field or parameter (on any "
@@ -90,6 +99,16 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
         code: OpenApiResponse(BODIES.get(code, ErrorSerializer), description=WHY[code])
         for code in codes
     }
+
+
+def unreadable_error() -> dict[int, OpenApiResponse]:
+    """The 409 of an operation that reads a stored secret or filter on purpose."""
+    why = (
+        "A value it needs is stored encrypted and no key of HOMING_ENCRYPTION_KEY opens it "
+        "(the key changed without a rotation): `field` names it, `message` says how to "
+        "replace it."
+    )
+    return {409: OpenApiResponse(UnreadableSerializer, description=why)}
 
 
 # The description of a POST that takes no body.

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from console.charts import Chart, attempts_chart, endpoint_stats_chart
 from console.paging import cursor_decode, cursor_encode, newest_first_page
-from core.crypto import DecryptionFailed
+from core.crypto import UNREADABLE, opened
+from core.exceptions import StoredValueUnreadable
 from deliveries.models import Attempt, AttemptMinute, Delivery, SequenceCounter
 from dlq.models import DeadLetter, ReplayJob
 from dlq.selectors import (
@@ -32,6 +33,7 @@ from webhooks.secrets import ED25519
 from webhooks.services.endpoint_auth import auth_shown
 from webhooks.services.endpoint_certificates import certificate_info
 from webhooks.services.endpoint_filters import endpoint_filter_text
+from webhooks.services.endpoint_readable import endpoint_unreadable
 from webhooks.services.endpoints import endpoint_public_key
 
 PAGE_SIZE = 50
@@ -241,14 +243,31 @@ class EndpointTransport:
     public_key: str | None  # an ed25519 endpoint's whpk_ key, for its receiver
     auth: dict[str, Any] | None  # auth_shown: no client secret
     certificate: dict[str, str] | None  # subject, issuer, expires_at
+    # endpoint_unreadable but the filter (its own block says so): what to replace
+    unreadable: tuple[str, ...] = ()
+
+    @property
+    def unreadable_labels(self) -> list[str]:
+        return [UNREADABLE_LABELS[name] for name in self.unreadable]
+
+
+UNREADABLE_LABELS = {
+    "secret": "the signing secret (rotate it)",
+    "headers": "the extra headers' values",
+    "auth": "the OAuth2 client secret",
+    "tls_client_certificate": "the client certificate",
+}
 
 
 def endpoint_transport(*, endpoint: Endpoint) -> EndpointTransport:
+    stored = endpoint.tls_client_certificate
+    certificate = opened(lambda: certificate_info(stored=stored))
     return EndpointTransport(
         signing=endpoint.signing,
         public_key=_public_key(endpoint),
         auth=auth_shown(endpoint.auth),
-        certificate=certificate_info(stored=endpoint.tls_client_certificate),
+        certificate=None if certificate is UNREADABLE else certificate,
+        unreadable=tuple(n for n in endpoint_unreadable(endpoint=endpoint) if n != "filter"),
     )
 
 
@@ -259,7 +278,7 @@ def _public_key(endpoint: Endpoint) -> str | None:
         return None
     try:
         return endpoint_public_key(endpoint=endpoint)
-    except DecryptionFailed:
+    except StoredValueUnreadable:
         return None
 
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import enum
 import functools
+from collections.abc import Callable
+from typing import Literal, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
@@ -30,6 +33,29 @@ _HKDF_INFO = b"homing endpoint secrets"
 
 class DecryptionFailed(Exception):
     """No configured key opens this value (a key was dropped too early, or it is corrupt)."""
+
+
+class Unreadable(enum.Enum):
+    """What `opened` gives for a stored value it cannot read (a sentinel: None is often a
+    value, "no filter" say)."""
+
+    UNREADABLE = "unreadable"
+
+
+UNREADABLE = Unreadable.UNREADABLE
+T = TypeVar("T")
+
+
+def opened(read: Callable[[], T]) -> T | Literal[Unreadable.UNREADABLE]:
+    """`read()` — which decrypts a stored value and parses it — or UNREADABLE when no
+    configured key opens it (HOMING_ENCRYPTION_KEY changed without a rotation) or what it
+    opens is damaged (ValueError: not the JSON or PEM it was). The one place where read
+    paths (API, pages, admin) turn a key problem into something they can show instead of
+    a 500; the worker, which must not send without the value, catches DecryptionFailed."""
+    try:
+        return read()
+    except (DecryptionFailed, ValueError):
+        return UNREADABLE
 
 
 def derive_key(passphrase: str) -> bytes:

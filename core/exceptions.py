@@ -69,3 +69,21 @@ class Throttled(HomingError):
 
     def details(self) -> dict[str, Any]:
         return {"code": self.code}
+
+
+class StoredValueUnreadable(HomingError):
+    """A 409: a value stored encrypted (a secret, a filter) that no key of
+    HOMING_ENCRYPTION_KEY opens, asked for on purpose. Replacing it is the way out, so the
+    message says how; `field` names it."""
+
+    status_code = 409
+
+    def __init__(self, field: str, remedy: str) -> None:
+        super().__init__(
+            f"The endpoint's {field} cannot be read: no key of HOMING_ENCRYPTION_KEY opens it "
+            f"(the key changed without a rotation, or the stored value is damaged). {remedy}"
+        )
+        self.field = field
+
+    def details(self) -> dict[str, Any]:
+        return {"code": "unreadable", "field": self.field}

@@ -22,6 +22,9 @@ class ErrorKind(enum.StrEnum):
     # the receiver's doing, so it does not count against the endpoint's circuit.
     PROXY = "proxy"
     TOKEN = "token"  # the endpoint's OAuth2 token request failed (retryable)
+    # This worker cannot decrypt one of the endpoint's stored secrets (retryable: a worker
+    # with the key sends it; the claim gives such deliveries back before this can happen).
+    KEY = "key"
     INTERNAL = "internal"  # a bug in Homing, not the receiver's doing
     WORKER_LOST = "worker_lost"  # the lease expired before the worker reported back
 

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import requests
+from cryptography.fernet import Fernet
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -56,6 +57,20 @@ def endpoint_via_api(actor: Actor, url: str = NOWHERE, **fields: Any) -> dict[st
 
 def endpoint_id_via_api(actor: Actor, url: str = NOWHERE, **fields: Any) -> str:
     return endpoint_via_api(actor, url, **fields)["id"]
+
+
+def endpoint_via_api_with_lost_key(
+    actor: Actor, settings: Any, url: str = NOWHERE, **fields: Any
+) -> dict[str, Any]:
+    """An endpoint whose secrets (and headers, filter, ... given in `fields`) were
+    encrypted with a key HOMING_ENCRYPTION_KEY no longer holds: it changed without a
+    rotation. `settings` is pytest-django's fixture; its keys are as they were after."""
+    kept = settings.HOMING_ENCRYPTION_KEY
+    settings.HOMING_ENCRYPTION_KEY = [Fernet.generate_key().decode()]  # then lost
+    try:
+        return endpoint_via_api(actor, url, **fields)
+    finally:
+        settings.HOMING_ENCRYPTION_KEY = kept
 
 
 def endpoint_model_via_api(actor: Actor, url: str = NOWHERE, **fields: Any) -> Endpoint:

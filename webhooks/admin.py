@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from core.crypto import UNREADABLE, opened
 from core.exceptions import InvalidInput
 from webhooks.models import ApiKey, ConsumerKey, Endpoint, Event, Tenant
 from webhooks.secrets import HMAC_SHA256, SIGNING_SCHEMES
@@ -70,16 +71,34 @@ class EndpointForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.unreadable: set[str] = set()
         if self.instance.pk:  # stored encrypted: the form shows and compares plain values
-            self.initial["headers"] = endpoint_headers(endpoint=self.instance)
-            self.initial["filter"] = endpoint_filter(endpoint=self.instance)
+            endpoint = self.instance
+            self._show("headers", opened(lambda: endpoint_headers(endpoint=endpoint)))
+            self._show("filter", opened(lambda: endpoint_filter(endpoint=endpoint)))
+
+    def _show(self, name: str, value: Any) -> None:
+        """The plain value; one no key opens shows empty, says so, and is left as stored
+        unless replaced (clean skips it)."""
+        if value is UNREADABLE:
+            self.unreadable.add(name)
+            self.initial[name] = None
+            self.fields[name].help_text = (
+                "Cannot be read: no key of HOMING_ENCRYPTION_KEY opens the stored value (the "
+                "key changed without a rotation). Left as it is unless you replace it here."
+            )
+        else:
+            self.initial[name] = value
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
         if not cleaned.get("signing"):  # left out: the endpoint's scheme, or the default
             cleaned["signing"] = self.instance.signing or HMAC_SHA256
-        checked = {name: cleaned[name] for name in ADMIN_FIELDS if name in cleaned}
+        kept = self.unreadable - set(self.changed_data)  # stored as it is: not checked
+        checked = {
+            name: cleaned[name] for name in ADMIN_FIELDS if name in cleaned and name not in kept
+        }
         try:
             cleaned.update(endpoint_fields_check(fields=checked))
             if self.instance._state.adding and cleaned.get("tenant"):

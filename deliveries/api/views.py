@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import QueryFilter, QueryFilters, event_type_filter, id_filter
-from api.schema import NO_BODY, RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors
+from api.schema import NO_BODY, RETRY_AFTER, RETRY_AFTER_IF_GIVEN, errors, unreadable_error
 from deliveries.api.serializers import (
     DeliverySerializer,
     EventBatchCreateSerializer,
@@ -143,7 +143,10 @@ class EndpointFilterTest(TenantScoped, generics.GenericAPIView):
     serializer_class = FilterTestSerializer
     consumer_allowed = True
 
-    @extend_schema(request=FilterTestSerializer, responses={200: FilterTestResultSerializer})
+    @extend_schema(
+        request=FilterTestSerializer,
+        responses={200: FilterTestResultSerializer, **unreadable_error()},
+    )
     def post(self, request: Request, pk: str) -> Response:
         incoming = FilterTestSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)

@@ -16,7 +16,7 @@ from deliveries.models import Delivery
 from webhooks.filters import event_document, filter_check, filter_explain
 from webhooks.models import Endpoint, Event
 from webhooks.scope import Scope
-from webhooks.services.endpoint_filters import endpoint_filter
+from webhooks.services.endpoint_filters import endpoint_filter_readable
 from webhooks.services.event_input import EVENT_TYPE, ORDERING_KEY
 
 SAMPLE_EVENTS = 20  # what the editors try a filter against
@@ -30,7 +30,11 @@ def filter_try(
 ) -> tuple[bool, str]:
     """`{filter?, event? | event_id?}` → (matches, explanation). Without `filter`, the
     endpoint's own; exactly one of `event` (an event as posted) and `event_id`."""
-    spec = filter_check(body["filter"]) if "filter" in body else endpoint_filter(endpoint=endpoint)
+    spec = (
+        filter_check(body["filter"])
+        if "filter" in body
+        else endpoint_filter_readable(endpoint=endpoint)  # a 409 when no key opens it
+    )
     has_event, has_id = body.get("event") is not None, body.get("event_id") is not None
     if has_event == has_id:
         raise InvalidInput("event", "Give either `event` or `event_id` (one of them).")

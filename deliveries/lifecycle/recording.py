@@ -66,7 +66,7 @@ DURATION_MAX = 2**31 - 1
 COULD_NOT_RECORD = "could not record the attempt"
 # Failures that say nothing about the receiver: they spend the attempt but leave the
 # endpoint's health (consecutive failures, circuit) as it was.
-NOT_THE_ENDPOINTS = frozenset({ErrorKind.PROXY})
+NOT_THE_ENDPOINTS = frozenset({ErrorKind.PROXY, ErrorKind.KEY})
 # How long one recording transaction waits for a row lock another transaction holds (an
 # endpoint or delivery row locked by a long admin action, say): then it fails as if the
 # database were unavailable, and the recorder tries again within its patience, its

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from core import tracing
 from core.clock import database_time
+from core.crypto import DecryptionFailed
 from deliveries.lifecycle.policy import Policy
 from deliveries.lifecycle.recording import Attempted
 from deliveries.log_context import delivery_log_context
@@ -40,6 +41,10 @@ logger = logging.getLogger(__name__)
 # A delivery claimed ahead that no answer took within this is given back: its lease must
 # still cover a whole attempt when it starts.
 NEXT_IN_LINE_SECONDS = 2.0
+UNREADABLE_ERROR = (
+    "cannot decrypt the endpoint's stored secrets: this worker's HOMING_ENCRYPTION_KEY lacks "
+    "the key that encrypted them"
+)
 
 
 def _attempt_spans() -> ModuleType:
@@ -162,6 +167,14 @@ class Attempts:
         except ssl.SSLError as exc:  # checked on save: OpenSSL's rules changed since
             error = f"TLS error: the client certificate cannot be loaded: {exc}"
             return SendResult.failed(ErrorKind.TLS, error)
+        except DecryptionFailed:  # the claim gives these back; should one get through:
+            logger.error(
+                "delivery %s not sent: %s",
+                delivery.id,
+                UNREADABLE_ERROR,
+                extra=delivery_log_context(delivery),
+            )
+            return SendResult.failed(ErrorKind.KEY, UNREADABLE_ERROR)
         except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",

@@ -55,7 +55,8 @@ from deliveries.worker.planner import (
 )
 from deliveries.worker.supervisor import Heartbeat
 from webhooks.services.endpoint_auth import endpoint_auth_decrypted
-from webhooks.services.endpoints import endpoint_signing_secrets
+from webhooks.services.endpoint_readable import endpoint_unreadable
+from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,8 @@ STATEMENT_TIMEOUT = "5s"
 # worker with the key soon sends it.
 UNREADABLE_SECRET_WAIT_SECONDS = 30
 UNREADABLE_SECRET_ERROR = (
-    "cannot decrypt the endpoint's signing secret: this worker's HOMING_ENCRYPTION_KEY "
-    "lacks the key that encrypted it"
+    "cannot decrypt the endpoint's {fields}: this worker's HOMING_ENCRYPTION_KEY lacks the "
+    "key that encrypted it (or the stored value is damaged)"
 )
 
 
@@ -315,33 +316,38 @@ class ClaimLoop:
         back without spending an attempt, due again after UNREADABLE_SECRET_WAIT_SECONDS
         (a worker that has the key sends them): a missing key is the operator's to fix,
         not a reason for a delivery to die."""
-        unreadable = set()
+        unreadable: dict[str, str] = {}  # endpoint id -> last_error
         for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
             try:
                 endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
+                endpoint_headers(endpoint=endpoint)  # its custom header values
                 endpoint_auth_decrypted(auth=endpoint.auth)  # its OAuth2 client secret
                 # Built here, off the event loop (milliseconds), for its attempts to find;
                 # one OpenSSL refuses is the attempt's to report (a TLS failure).
                 with contextlib.suppress(ssl.SSLError):
                     endpoint_client_certificate(endpoint=endpoint)
-            except DecryptionFailed:
-                unreadable.add(endpoint.id)
+            except (DecryptionFailed, ValueError):  # ValueError: a damaged certificate row
+                # Which ones, for the tenant to replace (rare: the work is done only here).
+                names = [n for n in endpoint_unreadable(endpoint=endpoint) if n != "filter"]
+                fields = " and ".join(names or ["secrets"])
+                unreadable[endpoint.id] = UNREADABLE_SECRET_ERROR.format(fields=fields)
         if not unreadable:
             return claimed
-        waiting = [c for c in claimed if c.endpoint_id in unreadable]
-        for delivery in waiting:
-            logger.error(
-                "delivery %s not sent: %s; it waits %d s without spending an attempt",
-                delivery.id,
-                UNREADABLE_SECRET_ERROR,
-                UNREADABLE_SECRET_WAIT_SECONDS,
-                extra=delivery_log_context(delivery),
+        for endpoint_id, error in unreadable.items():
+            waiting = [c for c in claimed if c.endpoint_id == endpoint_id]
+            for delivery in waiting:
+                logger.error(
+                    "delivery %s not sent: %s; it waits %d s without spending an attempt",
+                    delivery.id,
+                    error,
+                    UNREADABLE_SECRET_WAIT_SECONDS,
+                    extra=delivery_log_context(delivery),
+                )
+            deliveries_give_back(
+                deliveries=waiting,
+                delay=timedelta(seconds=UNREADABLE_SECRET_WAIT_SECONDS),
+                last_error=error,
             )
-        deliveries_give_back(
-            deliveries=waiting,
-            delay=timedelta(seconds=UNREADABLE_SECRET_WAIT_SECONDS),
-            last_error=UNREADABLE_SECRET_ERROR,
-        )
         return [c for c in claimed if c.endpoint_id not in unreadable]
 
     def _line_up_or_give_back(self, refused: list[Claimed]) -> None:

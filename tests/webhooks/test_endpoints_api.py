@@ -33,6 +33,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
         "owner",
         "signing",
         "auth",
+        "unreadable",
         "circuit_state",
         "consecutive_failures",
         "failing_since",
@@ -42,7 +43,7 @@ def test_it_creates_an_endpoint_with_a_secret(alice):
     }
     assert body["url"] == URL and body["event_types"] == ["order.*"] and body["rate_limit"] == 5
     assert body["headers"] == {"X-Token": "abc"} and body["is_active"] is True
-    assert body["secret"].startswith("whsec_")
+    assert body["secret"].startswith("whsec_") and body["unreadable"] == []
     assert len(base64.b64decode(body["secret"].removeprefix("whsec_"))) >= 24
     assert body["created_at"].endswith("Z")
 

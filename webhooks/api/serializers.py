@@ -12,6 +12,7 @@ from api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from core.crypto import UNREADABLE, opened
 from webhooks.filters import MAX_BYTES as MAX_FILTER_BYTES
 from webhooks.filters import MAX_LEVELS as MAX_FILTER_LEVELS
 from webhooks.models import ConsumerKey, Endpoint, EventType
@@ -20,7 +21,11 @@ from webhooks.services import endpoint_auth as auth_rules
 from webhooks.services import endpoint_certificates as certificate_rules
 from webhooks.services import endpoint_rules as rules
 from webhooks.services.endpoint_filters import filter_opened
+from webhooks.services.endpoint_readable import READABLE_FIELDS, endpoint_unreadable
 from webhooks.services.endpoints import headers_decrypted
+
+# Said by every field stored encrypted that a read may find no key for.
+UNREADABLE_NOTE = " null when no key of HOMING_ENCRYPTION_KEY opens it (named in `unreadable`)."
 
 
 @extend_schema_field(
@@ -43,6 +48,9 @@ class EventTypesField(serializers.ListField):
 @extend_schema_field(
     {
         "type": "object",
+        "nullable": True,
+        "description": "Extra request headers sent with every webhook (null written: none);"
+        + UNREADABLE_NOTE,
         "maxProperties": rules.MAX_CUSTOM_HEADERS,
         "additionalProperties": {"type": "string", "maxLength": rules.MAX_HEADER_VALUE},
     }
@@ -52,8 +60,9 @@ class HeadersField(serializers.DictField):
 
     child = StrictCharField(trim_whitespace=False, allow_blank=True)
 
-    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
-        return super().to_representation(headers_decrypted(value))
+    def to_representation(self, value: dict[str, str]) -> dict[str, str] | None:  # type: ignore[override]  # null: unreadable (UNREADABLE_NOTE)
+        shown = opened(lambda: headers_decrypted(value))
+        return None if shown is UNREADABLE else super().to_representation(shown)
 
 
 # Every URL the rules accept matches this (the scheme in any case, then no control
@@ -118,7 +127,8 @@ class AuthField(serializers.Field):
         "nullable": True,
         "description": "Which events this endpoint takes besides `event_types`: the JSON "
         "match syntax (README, 'Filters') over {type, data, ordering_key}; "
-        f"at most {MAX_FILTER_BYTES} bytes and {MAX_FILTER_LEVELS} levels.",
+        f"at most {MAX_FILTER_BYTES} bytes and {MAX_FILTER_LEVELS} levels; null for none, or"
+        + UNREADABLE_NOTE,
         "additionalProperties": True,
     }
 )
@@ -127,7 +137,10 @@ class FilterField(serializers.JSONField):
     encrypted, shown in plain (endpoint_filters)."""
 
     def to_representation(self, value: Any) -> Any:
-        return filter_opened(value) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        spec = opened(lambda: filter_opened(value))
+        return None if spec is UNREADABLE else spec
 
 
 class CertificateInfoSerializer(serializers.Serializer):
@@ -150,7 +163,7 @@ class EndpointSerializer(serializers.ModelSerializer):
     rate_limit = StrictIntegerField(
         allow_null=True, required=False, min_value=1, max_value=rules.MAX_RATE_LIMIT
     )
-    headers = HeadersField(required=False)
+    headers = HeadersField(required=False, allow_null=True)  # null: none, as {}
     is_active = StrictBooleanField(required=False)
     disabled_reason = BlankAsNullField()  # CONTRACT: null unless Homing deactivated it
     owner = OwnerField(allow_null=True, required=False)
@@ -170,7 +183,15 @@ class EndpointSerializer(serializers.ModelSerializer):
         "Write-only; null or an empty string removes it, left out keeps it.",
     )
     tls_client_certificate_info = serializers.SerializerMethodField(
-        help_text="The client certificate's subject, issuer and expiry; null when none is set."
+        help_text="The client certificate's subject, issuer and expiry; null when none is set, "
+        "or" + UNREADABLE_NOTE
+    )
+    unreadable = serializers.SerializerMethodField(
+        help_text="The fields stored encrypted that no key of HOMING_ENCRYPTION_KEY opens "
+        "(the key changed without a rotation, or a damaged row): `headers`, `filter` and "
+        "`tls_client_certificate_info` then read as null; `secret` (it cannot sign: rotate "
+        "it), `auth` (its client secret) and `tls_client_certificate` cannot be used for "
+        "webhooks until replaced. Empty normally."
     )
 
     class Meta:
@@ -189,6 +210,7 @@ class EndpointSerializer(serializers.ModelSerializer):
             "auth",
             "tls_client_certificate",
             "tls_client_certificate_info",
+            "unreadable",
             "circuit_state",
             "consecutive_failures",
             "failing_since",
@@ -206,7 +228,15 @@ class EndpointSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(CertificateInfoSerializer(allow_null=True))
     def get_tls_client_certificate_info(self, endpoint: Endpoint) -> dict[str, str] | None:
-        return certificate_rules.certificate_info(stored=endpoint.tls_client_certificate)
+        stored = endpoint.tls_client_certificate
+        info = opened(lambda: certificate_rules.certificate_info(stored=stored))
+        return None if info is UNREADABLE else info
+
+    @extend_schema_field(
+        {"type": "array", "items": {"type": "string", "enum": list(READABLE_FIELDS)}}
+    )
+    def get_unreadable(self, endpoint: Endpoint) -> list[str]:
+        return endpoint_unreadable(endpoint=endpoint)
 
 
 class EndpointWithSecretSerializer(EndpointSerializer):

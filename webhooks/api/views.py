@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.filters import QueryFilter, QueryFilters
-from api.schema import NO_BODY, errors
+from api.schema import NO_BODY, errors, unreadable_error
 from webhooks.api.scoping import TenantScoped, scope_of
 from webhooks.api.serializers import (
     ConsumerKeyCreateSerializer,
@@ -104,6 +104,7 @@ class EndpointSecret(TenantScoped, generics.GenericAPIView):
     serializer_class = SecretSerializer
     consumer_allowed = True
 
+    @extend_schema(responses={200: SecretSerializer, **unreadable_error()})
     def get(self, request: Request, pk: str) -> Response:
         return Response(_secret_body(self.get_object()))
 

@@ -89,16 +89,22 @@ def _public_bytes(public_key: Any) -> bytes:
 
 def certificate_info(*, stored: str) -> dict[str, str] | None:
     """What the API and the UIs show of a stored certificate: subject, issuer and expiry
-    of the client's own certificate; None when there is none."""
+    of the client's own certificate; None when there is none. DecryptionFailed or
+    ValueError when it cannot be read (readers go through crypto.opened)."""
     if not stored:
         return None
-    return dict(_info(stored))
+    return dict(_info(tuple(crypto.configured_keys()), stored))
 
 
-@functools.lru_cache(maxsize=1024)  # a stored value never changes its plaintext
-def _info(stored: str) -> dict[str, str]:
+# A stored value never changes its plaintext; keyed on the keys too, so that what one key
+# set opened is not shown once the keys no longer open it.
+@functools.lru_cache(maxsize=1024)
+def _info(keys: tuple[bytes, ...], stored: str) -> dict[str, str]:
     pem = crypto.decrypt(stored)
-    certificate = x509.load_pem_x509_certificate(_BLOCK.search(pem).group(0).encode())  # type: ignore[union-attr]  # checked on save
+    block = _BLOCK.search(pem)
+    if block is None:  # checked on save: a damaged row (crypto.opened reads ValueError so)
+        raise ValueError("the stored client certificate holds no PEM certificate")
+    certificate = x509.load_pem_x509_certificate(block.group(0).encode())
     return {
         "subject": certificate.subject.rfc4514_string(),
         "issuer": certificate.issuer.rfc4514_string(),

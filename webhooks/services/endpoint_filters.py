@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 from core import crypto
-from core.crypto import DecryptionFailed
+from core.crypto import UNREADABLE, opened
+from core.exceptions import StoredValueUnreadable
 from webhooks.models import Endpoint
 
 
@@ -42,8 +43,18 @@ def endpoint_filter_text(*, endpoint: Endpoint) -> str | None:
     none, None when no configured key opens it (HOMING_ENCRYPTION_KEY changed without a
     rotation). Routing lets such a filter match nothing (deliveries/intake/routing.py);
     the pages say it cannot be read and let it be replaced, rather than answer 500."""
-    try:
-        spec = endpoint_filter(endpoint=endpoint)
-    except (DecryptionFailed, ValueError):  # ValueError: opened, but not JSON (corrupt)
+    spec = opened(lambda: endpoint_filter(endpoint=endpoint))
+    if spec is UNREADABLE:
         return None
     return "" if spec is None else json.dumps(spec, indent=2, ensure_ascii=False)
+
+
+def endpoint_filter_readable(*, endpoint: Endpoint) -> dict[str, Any] | None:
+    """The endpoint's filter, asked for on purpose (trying it): a 409 naming it when no
+    configured key opens it, for the caller to replace it."""
+    spec = opened(lambda: endpoint_filter(endpoint=endpoint))
+    if spec is UNREADABLE:
+        raise StoredValueUnreadable(
+            "filter", "Replace it (PATCH the endpoint's `filter`), or give `filter` to try one."
+        )
+    return spec

@@ -9,7 +9,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core import crypto
-from core.exceptions import HomingError, InvalidInput
+from core.crypto import UNREADABLE, opened
+from core.exceptions import HomingError, InvalidInput, StoredValueUnreadable
 from webhooks.models import Endpoint, Tenant
 from webhooks.secrets import ED25519, HMAC_SHA256, generate_secret, public_key, signing_of
 from webhooks.services.endpoint_auth import endpoint_auth_check
@@ -119,7 +120,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
         pem = fields["tls_client_certificate"]
         fields["tls_client_certificate"] = endpoint_certificate_check(pem=pem)
     signing = fields.get("signing")
-    if signing is not None and signing != signing_of(endpoint_secret(endpoint=endpoint)):
+    if signing is not None and signing != _signing_now(endpoint):
         # A new scheme needs a new secret; the old one keeps signing through the grace
         # as after a rotation, so receivers can move over without losing webhooks.
         _rotate(endpoint, signing=signing)
@@ -155,8 +156,22 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
 
 
 def endpoint_secret(*, endpoint: Endpoint) -> str:
-    """The current signing secret in plain text (create, rotate and GET …/secret)."""
-    return crypto.decrypt(endpoint.secret)
+    """The current signing secret in plain text (create, rotate and GET …/secret); a 409
+    saying to rotate it when no configured key opens it."""
+    secret = opened(lambda: crypto.decrypt(endpoint.secret))
+    if secret is UNREADABLE:
+        raise StoredValueUnreadable(
+            "signing secret",
+            "Rotate it (rotate-secret) to get a new one, then give it to the receiver.",
+        )
+    return secret
+
+
+def _signing_now(endpoint: Endpoint) -> str:
+    """The scheme the current secret signs with; the column's when it cannot be read (a
+    change of scheme then rotates, which is also the way out of an unreadable secret)."""
+    scheme = opened(lambda: signing_of(crypto.decrypt(endpoint.secret)))
+    return endpoint.signing if scheme is UNREADABLE else scheme
 
 
 def endpoint_public_key(*, endpoint: Endpoint) -> str | None:
@@ -178,8 +193,15 @@ def _rotate(endpoint: Endpoint, *, signing: str) -> Endpoint:
     grace = timedelta(seconds=settings.HOMING_SECRET_ROTATION_GRACE)
     locked = Endpoint.objects.select_for_update().get(pk=endpoint.pk)  # concurrent rotations
     retired = {"secret": locked.secret, "expires_at": (now + grace).isoformat()}
-    still_valid = [item for item in locked.previous_secrets if _expiry(item) > now]
-    endpoint.previous_secrets = [retired, *still_valid][:MAX_PREVIOUS_SECRETS]
+    # A secret no configured key opens signs nothing, and kept in its grace it would hold
+    # back every delivery of the endpoint (a worker sends only when it opens them all):
+    # rotating is the way out of an unreadable secret, so it is not kept.
+    keep = [
+        item
+        for item in [retired, *locked.previous_secrets]
+        if _expiry(item) > now and _readable(item["secret"])
+    ]
+    endpoint.previous_secrets = keep[:MAX_PREVIOUS_SECRETS]
     endpoint.secret = crypto.encrypt(generate_secret(signing))
     endpoint.save(update_fields=["secret", "previous_secrets", "updated_at"])
     return endpoint
@@ -215,6 +237,10 @@ def _in_grace(endpoint: Endpoint) -> list[str]:
         return []
     now = timezone.now()
     return [item["secret"] for item in endpoint.previous_secrets or [] if _expiry(item) > now]
+
+
+def _readable(token: str) -> bool:
+    return opened(lambda: crypto.decrypt(token)) is not UNREADABLE
 
 
 def _expiry(item: dict[str, str]) -> datetime:
