@@ -111,7 +111,9 @@ def test_schemathesis_finds_nothing_wrong_with_the_api(web, tmp_path: Path):
         command,
         capture_output=True,
         text=True,
-        timeout=110,
+        # About 40 s alone; a CI box running four other test processes took over 110 s.
+        # The bound catches a hang, inside pytest's own 300 s.
+        timeout=270,
         cwd=tmp_path,  # its reports stay out of the checkout
         env=process_env(),
     )

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, close_old_connections, connection
 
@@ -54,11 +55,11 @@ class Command(BaseCommand):
                     if history_partitioned():
                         # The next intervals' partitions, before their first row comes;
                         # expired ones are dropped by the purge (retention.py).
-                        for outcome in partitions_ensure():
-                            logger.info("partitions: %s", outcome)
+                        for step in partitions_ensure():
+                            logger.info("partitions: %s", step)
                     purged = retention_purge(time_budget=PURGE_BUDGET_SECONDS)
                     # A backlog is worked off a budget per tick, between sweeps.
-                    wait = PURGE_EVERY_SECONDS if purged.complete else 0
+                    wait = purge_every() if purged.complete else 0
                     next_purge = time.monotonic() + wait
                 if time.monotonic() >= next_backlogs:
                     done = endpoint_backlogs_work(time_budget=BACKLOGS_BUDGET_SECONDS)
@@ -75,3 +76,9 @@ class Command(BaseCommand):
             close_old_connections()
             stopping.wait(options["tick"])
         logger.info("scheduler: stopped")
+
+
+def purge_every() -> float:
+    """Seconds between two purges: a minute, or a quarter of a partition's interval when
+    that is shorter, so an interval is dropped soon after it expires however short."""
+    return min(PURGE_EVERY_SECONDS, max(1.0, settings.HOMING_PARTITION_INTERVAL / 4))
