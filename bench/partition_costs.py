@@ -74,7 +74,7 @@ def fill(*, start_ms: int, length_ms: int, rows: int, tenant: str, endpoints: li
     heads = [id_floor("x", start_ms + i * step)[2:12] for i in range(HEADS)]
     at = datetime.fromtimestamp((start_ms + length_ms // 2) / 1000, tz=UTC)
     n = rows // 3
-    params = {
+    params: dict[str, Any] = {
         "heads": heads,
         "m": HEADS,
         "n": n,

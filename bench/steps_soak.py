@@ -91,7 +91,7 @@ class SoakSteps(_Base):
     def _soak_run(
         self, rate: float, seconds: float, running: list[Any]
     ) -> tuple[Watch, set[str], float]:
-        watch, accepted = Watch(), set()
+        watch, accepted = Watch(), set[str]()
         stop = threading.Event()
         started = time.time()
 

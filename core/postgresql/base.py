@@ -27,7 +27,7 @@ from psycopg.pq import TransactionStatus
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def _configure_connection(self, connection: psycopg.Connection) -> bool:
-        commit = super()._configure_connection(connection)
+        commit = super()._configure_connection(connection)  # type: ignore[misc]  # not in the stubs
         with connection.cursor() as cursor:
             cursor.execute("SET jit = off")
         return commit or not connection.autocommit

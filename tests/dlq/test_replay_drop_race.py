@@ -75,7 +75,7 @@ class ReplayThread:
         assert not self.thread.is_alive(), "the replay is still waiting"
         assert not self.failed, self.failed
 
-    def _pause(self, execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+    def _pause(self, execute, sql, params, many, context):
         if self.pause_before and sql.startswith(self.pause_before) and not self.paused.is_set():
             self.paused.set()
             self.go.wait(30)
