@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import procs, stack, steps_flow, wrk
+from bench import procs, stack, steps_flow, steps_soak, wrk
 from bench.measure import Measure
 from bench.report import print_table
 from bench.stack import BenchError, Stack, say
@@ -27,6 +27,7 @@ from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
 from bench.steps_ordering import OrderingSteps
 from bench.steps_share import ShareSteps
+from bench.steps_soak import SoakSteps
 from bench.steps_tracing import TracingSteps
 from bench.steps_web import WebSteps
 
@@ -34,6 +35,7 @@ from bench.steps_web import WebSteps
 # For the type checker each step mixin stands on what it calls (a Measure over the Stack, or
 # another step), so they come in that order; at run time they are plain mixins.
 class Bench(
+    SoakSteps,
     HeadlineSteps,
     TracingSteps,
     DeliverySteps,
@@ -63,6 +65,9 @@ class Bench(
             print_table(self.results)
             print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
             return
+        if self.args.only == "soak":
+            # Migrated with them too: the conversion makes partitions of this interval.
+            os.environ.update(steps_soak.ENV)
         self.setup()
         if self.args.only_flow:
             self.start_web()
@@ -118,6 +123,9 @@ class Bench(
             return
         if self.args.only == "tracing":
             self.tracing_cost(max(self.args.workers))
+            return
+        if self.args.only == "soak":
+            self.soak()
             return
         self.gunicorn_ceilings()
         if headline:
@@ -238,13 +246,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering", "share", "drain", "tracing", "filters"],
+        choices=["ingestion", "ordering", "share", "drain", "tracing", "filters", "soak"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
         "share: only a quiet tenant beside another tenant's slow endpoints; "
         "drain: only the aiohttp ceiling and one endpoint's backlog drained (--workers); "
         "tracing: only the live run with tracing off and on (100%% sampled), interleaved; "
-        "filters: only a filter's and a schema's cost and ingestion with 100 filters vs none",
+        "filters: only a filter's and a schema's cost and ingestion with 100 filters vs none; "
+        "soak: one-minute partitions, 5 minutes of retention, ingestion at the drain's rate "
+        "for --soak-minutes (bench/README.md)",
+    )
+    parser.add_argument("--soak-minutes", type=float, default=20, help="the soak's length")
+    parser.add_argument(
+        "--soak-rate", type=float, help="events/s the soak offers (default: the measured drain)"
+    )
+    parser.add_argument(
+        "--soak-share", type=float, default=1.0, help="offer this share of the measured drain"
     )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     parser.add_argument(

@@ -10,6 +10,13 @@ the event's id, type, created_at and data) as the attempts before the drop.
 Two replays of one letter at once: the inserts skip a row that exists (ON CONFLICT DO
 NOTHING, waiting for the other transaction's uncommitted row), and the replay's
 `status = dead` condition leaves the second with nothing to do.
+
+A replay and retention's DROP at once: the check of what is left, the restore and the
+replay's update run in ONE transaction, and its first read of the history tables holds
+their parents' ACCESS SHARE lock to commit; the drop's ACCESS EXCLUSIVE (partitions.py)
+waits for it and then sees the delivery pending (kept). A drop that locked first makes
+the replay wait and then find the rows gone. Checking in a transaction of its own and
+replaying in another would let a drop in between (tests/dlq/test_replay_drop_race.py).
 """
 
 from __future__ import annotations

@@ -114,3 +114,12 @@ def test_a_text_array_literal_reads_back_as_the_same_strings(values):
     with prepared_cursor() as cursor:
         cursor.execute("SELECT %s::text[]", [text_array(values)])
         assert cursor.fetchone()[0] == values
+
+
+def test_connections_plan_without_jit():
+    # With JIT the claim on partitioned history was compiled for 2-3 s per call once a
+    # few intervals existed (the soak, bench/README.md); Homing's statements never gain.
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
