@@ -19,7 +19,7 @@ from core.clock import database_now
 from core.ids import id_millisecond
 from deliveries.lifecycle.partitions import (
     DELIVERIES,
-    Outcome,
+    PartitionStep,
     partitions_drop_expired,
     partitions_ensure,
 )
@@ -119,7 +119,7 @@ def test_a_replay_during_the_drop_waits_and_puts_the_rows_back(letter):
     _replayed_as_it_was(letter, restored=True)
 
 
-def _its_interval(letter: DeadLetter, outcomes: list[Outcome]) -> list[Outcome]:
+def _its_interval(letter: DeadLetter, outcomes: list[PartitionStep]) -> list[PartitionStep]:
     """The outcomes for the interval of the letter's delivery (the next two expired too)."""
     made = id_millisecond(letter.delivery_id)
     assert made is not None
