@@ -293,18 +293,9 @@ def _drop(lo: int, hi: int, found: dict[str, Partition], *, dry_run: bool) -> Pa
 def _unfinished(cursor: CursorWrapper, lo: int, hi: int, found: dict[str, Partition]) -> str:
     """Why the interval must stay, or ""."""
     statuses = [str(s) for s in UNFINISHED]
-    if DELIVERIES.table in found:
-        # One branch per status: each is served by that status's partial index.
-        part = found[DELIVERIES.table].name
-        cursor.execute(
-            " UNION ALL ".join(
-                f"(SELECT id FROM {part} WHERE status = %s LIMIT 1)"  # noqa: S608 (a catalog name)
-                for _ in statuses
-            ),
-            statuses,
-        )
-        if row := cursor.fetchone():
-            return f"it holds unfinished deliveries ({row[0]}, ...)"
+    part = found.get(DELIVERIES.table)
+    if part is not None and (unfinished := _an_unfinished(cursor, part.name)):
+        return f"it holds unfinished deliveries ({unfinished}, ...)"
     # A delivery is made a few milliseconds after its event: one of a later interval may
     # need an event of this one (index on event_id, in the later partitions only).
     cursor.execute(
@@ -315,6 +306,59 @@ def _unfinished(cursor: CursorWrapper, lo: int, hi: int, found: dict[str, Partit
     if row := cursor.fetchone():
         return f"an unfinished delivery of a later interval needs its events ({row[0]})"
     return ""
+
+
+def _an_unfinished(cursor: CursorWrapper, part: str) -> str | None:
+    """The id of an unfinished delivery in the deliveries partition `part`, if any: one
+    branch per status, each served by that status's partial index."""
+    statuses = [str(s) for s in UNFINISHED]
+    cursor.execute(
+        " UNION ALL ".join(
+            f"(SELECT id FROM {part} WHERE status = %s LIMIT 1)"  # noqa: S608 (a catalog name)
+            for _ in statuses
+        ),
+        statuses,
+    )
+    row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def claim_floors(*, now_ms: int | None = None) -> tuple[str, str]:
+    """The lowest delivery id and event id a claim must look at, so that PostgreSQL plans
+    it over the partitions that can hold a pending delivery only (with a month of daily
+    partitions, planning a claim over all of them took 6-10 ms, against 0.7 ms).
+
+    That is the start of the oldest deliveries partition holding an unfinished delivery,
+    and never later than a minute before the previous interval (events a minute older).
+    ("", ""), which keeps every partition, when history is not partitioned or when its
+    DEFAULT partition holds an unfinished delivery (an old id, or one a replay put back).
+    A delivery made pending in an older partition after this was read (a replay, a retry
+    of a dead one) waits until the next reading: the worker reads it every few seconds."""
+    if not history_partitioned():
+        return "", ""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    oldest = now_ms - interval_ms() - 60_000
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT child.relname, pg_get_expr(child.relpartbound, child.oid)"
+            " FROM pg_inherits i JOIN pg_class child ON child.oid = i.inhrelid"
+            " WHERE i.inhparent = %s::regclass",
+            [DELIVERIES.table],
+        )
+        starts: list[tuple[int | None, str]] = []
+        for name, bound in cursor.fetchall():
+            match = _BOUND.match(bound)
+            starts.append((id_millisecond(match.group(1)) if match else None, name))
+        # The default partition first, then the ranged ones oldest first.
+        for start, name in sorted(starts, key=lambda item: (item[0] is not None, item[0] or 0)):
+            if start is not None and start >= oldest:
+                break
+            if _an_unfinished(cursor, name) is not None:
+                if start is None:
+                    return "", ""
+                oldest = start
+                break
+    return DELIVERIES.bound(oldest), EVENTS.bound(oldest - interval_ms())
 
 
 # Each endpoint's highest sequence in the partition {part}, by two probes of its

@@ -31,11 +31,13 @@ from django.db import DatabaseError, connection
 from core.clock import database_offset
 from core.crypto import DecryptionFailed
 from deliveries import wakeups
+from deliveries.lifecycle.partitions import claim_floors
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.log_context import delivery_log_context
 from deliveries.worker.attempt import NEXT_IN_LINE_SECONDS, Attempts
 from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import (
+    NO_FLOORS,
     Claimed,
     deliveries_claim_probes,
     deliveries_claim_shares,
@@ -72,6 +74,7 @@ WORKERS_SAY_SECONDS = 1.0
 # One statement of the claim loop takes milliseconds; one that waits this long (a lock,
 # a stalled server) fails, and the loop pauses and tries again on a fresh connection.
 STATEMENT_TIMEOUT = "5s"
+FLOORS_SECONDS = 5.0  # how often the claims' lowest partition is read again
 # A delivery whose endpoint's secret this process cannot decrypt waits this long before
 # it is claimed again (by any worker): long enough not to spin, short enough that a
 # worker with the key soon sends it.
@@ -112,6 +115,7 @@ class ClaimLoop:
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._leases_renewed = float("-inf")
+        self._floors, self._floors_read = NO_FLOORS, float("-inf")
         self._workers_said = float("-inf")
         self._configured: Any = None  # the raw connection given its statement_timeout
         self._thread: threading.Thread | None = None
@@ -284,8 +288,9 @@ class ClaimLoop:
             rotation=self._rotation,
             skip=skip,
         )
+        floors = self._claim_floors()
         claim = deliveries_claim_shares(
-            shares=shares, policy=policy, first_attempts_only=allowance is not None
+            shares=shares, policy=policy, first_attempts_only=allowance is not None, floors=floors
         )
         claimed = claim.deliveries
         if allowance is None:
@@ -305,7 +310,9 @@ class ClaimLoop:
                 taken=Counter(c.endpoint_id for c in claimed),
                 tenants_taken=Counter(c.tenant_id for c in claimed),
             )
-            retries = deliveries_claim_shares(shares=retry_shares, policy=policy, retries_only=True)
+            retries = deliveries_claim_shares(
+                shares=retry_shares, policy=policy, retries_only=True, floors=floors
+            )
             claimed = [*claimed, *retries.deliveries]
             self._due.exhausted(claim.exhausted & retries.exhausted)
         self._pacing.claimed(claimed, claim.exhausted)
@@ -349,6 +356,14 @@ class ClaimLoop:
                 last_error=error,
             )
         return [c for c in claimed if c.endpoint_id not in unreadable]
+
+    def _claim_floors(self) -> tuple[str, str]:
+        """The partitions a claim looks at (partitions.claim_floors), read again every
+        FLOORS_SECONDS: a delivery made pending in an older one waits that long at most."""
+        now = time.monotonic()
+        if now - self._floors_read >= FLOORS_SECONDS:
+            self._floors, self._floors_read = claim_floors(), now
+        return self._floors
 
     def _line_up_or_give_back(self, refused: list[Claimed]) -> None:
         """Claimed deliveries with no place yet: in line at their endpoint while it answers

@@ -53,6 +53,9 @@ LIMIT %(limit)s
 #   (building it from 100 ids cost more than the claim).
 # - The parameters are bound client-side (Django's psycopg default), so the planner sees
 #   the attempt filter's booleans as constants and folds the filter away.
+# - %(floor)s and %(event_floor)s (partitions.claim_floors, '' for none): the lowest ids
+#   that can be pending, as constants, so the planner leaves out the older partitions of
+#   deliveries and events (with a month of them, planning took 6-10 ms, not 0.7).
 CLAIM = """
 WITH picked AS MATERIALIZED (
     SELECT d.id
@@ -60,7 +63,7 @@ WITH picked AS MATERIALIZED (
     JOIN webhooks_endpoint e ON e.id = share.endpoint_id AND e.is_active
     CROSS JOIN LATERAL (
         SELECT id FROM deliveries_delivery
-        WHERE endpoint_id = share.endpoint_id AND status = 'pending'
+        WHERE endpoint_id = share.endpoint_id AND status = 'pending' AND id >= %(floor)s
         AND next_attempt_at <= statement_timestamp()
         AND (%(any_attempt)s OR (attempt_count = schedule_offset) = %(first_attempts)s)
         ORDER BY next_attempt_at LIMIT share.n FOR UPDATE SKIP LOCKED
@@ -69,14 +72,14 @@ WITH picked AS MATERIALIZED (
     UPDATE deliveries_delivery SET status = 'delivering',
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
         attempt_count = attempt_count + 1, updated_at = statement_timestamp()
-    WHERE id IN (SELECT id FROM picked)
+    WHERE id IN (SELECT id FROM picked) AND id >= %(floor)s
     RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
         ordering_key, head_since
 )
 SELECT c.id, c.tenant_id, c.event_id, c.endpoint_id, c.attempt_count, c.schedule_offset,
     c.sequence, c.ordering_key, c.head_since, ev.type, ev.data, ev.created_at,
     ev.trace_context
-FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id
+FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id AND ev.id >= %(event_floor)s
 """
 
 # The endpoints of a claimed batch, deleted ones included (their deliveries are recorded

@@ -49,6 +49,7 @@ from webhooks.models import Endpoint
 # Endpoints one look for due work lists at most (see due_endpoints).
 DUE_ENDPOINTS_LIMIT = 10_000
 ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's filter
+NO_FLOORS = ("", "")  # every partition (claim_sql.CLAIM's floors)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +126,8 @@ def deliveries_claim_probes(*, limit: int, policy: Policy) -> Probes:
     """One probe per open circuit whose time has come (at most `limit`), each a real
     waiting delivery: none due means the next probe is later."""
     paused, probes = open_circuits_claim_probes()
-    rows = _claim({endpoint_id: 1 for endpoint_id in probes[:limit]}, ANY_ATTEMPT, policy)
+    shares = {endpoint_id: 1 for endpoint_id in probes[:limit]}
+    rows = _claim(shares, ANY_ATTEMPT, policy, NO_FLOORS)
     return Probes(paused, _with_endpoints(rows))
 
 
@@ -135,13 +137,15 @@ def deliveries_claim_shares(
     policy: Policy,
     first_attempts_only: bool = False,
     retries_only: bool = False,
+    floors: tuple[str, str] = NO_FLOORS,
 ) -> Claim:
     """Claim at most `shares[endpoint]` due rows of each endpoint, oldest first.
-    `first_attempts_only` or `retries_only`: the worker's retry budget decides."""
+    `first_attempts_only` or `retries_only`: the worker's retry budget decides. `floors`:
+    the lowest delivery and event ids to look at (lifecycle.partitions.claim_floors)."""
     attempts = ANY_ATTEMPT
     if first_attempts_only or retries_only:
         attempts = {"any_attempt": False, "first_attempts": first_attempts_only}
-    rows = _claim(shares, attempts, policy)
+    rows = _claim(shares, attempts, policy, floors)
     got = Counter(row[3] for row in rows)
     exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
     return Claim(_with_endpoints(rows), exhausted)
@@ -213,7 +217,9 @@ def _held_by(held: Sequence[tuple[str, int]]) -> Q:
     return either & Q(status=Delivery.Status.DELIVERING)
 
 
-def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) -> list:
+def _claim(
+    shares: dict[str, int], attempts: dict[str, bool], policy: Policy, floors: tuple[str, str]
+) -> list:
     """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first: the
     rows the statement returned (claim_sql.CLAIM), each ending with its event in hand."""
     if not shares:
@@ -224,6 +230,8 @@ def _claim(shares: dict[str, int], attempts: dict[str, bool], policy: Policy) ->
         "endpoint_ids": list(shares),
         "shares": list(shares.values()),
         "lease_seconds": policy.lease_seconds,
+        "floor": floors[0],
+        "event_floor": floors[1],
         **attempts,
     }
     with transaction.atomic(), connection.cursor() as cursor:

@@ -14,11 +14,15 @@ from django.db import connection
 
 from core.clock import database_now
 from deliveries.lifecycle.partitions import (
+    claim_floors,
     partitions_drop_expired,
     partitions_ensure,
     partitions_list,
 )
+from deliveries.lifecycle.policy import current_policy
 from deliveries.models import Delivery, SequenceCounter
+from deliveries.worker import claim_sql
+from deliveries.worker.claims import deliveries_claim_shares
 from dlq.models import DeadLetter
 from dlq.services.retention import retention_purge
 from tests.databases import postgresql_only
@@ -184,3 +188,43 @@ def test_every_partition_has_every_index_of_its_table_and_each_is_valid(base):
             " AND indexname LIKE 'delivery_endpoint_held_p%%'"
         )
         assert cursor.fetchone()[0] >= 3  # today and the two ahead, at least
+
+
+def claim_plan(floors: tuple[str, str]) -> str:
+    params = {
+        "endpoint_ids": ["ep_none"], "shares": [10], "lease_seconds": 30,
+        "any_attempt": True, "first_attempts": False,
+        "floor": floors[0], "event_floor": floors[1],
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + claim_sql.CLAIM, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_claims_plan_only_the_partitions_that_can_hold_a_pending_delivery(base, ep):
+    old = delivery_row(ep, "pending", made_ms=base + 1)  # ten days back
+    floors = claim_floors()
+    assert "" < floors[0] <= old.id and floors[1] <= old.event_id
+    # Due (as a replay would make it), it is claimed with the floors.
+    Delivery.objects.filter(pk=old.pk).update(next_attempt_at=database_now())
+    claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), floors=floors)
+    assert [d.id for d in claimed.deliveries] == [old.id]
+
+    # Finished, it no longer holds the floor down: only the recent partitions are planned.
+    Delivery.objects.filter(pk=old.pk).update(status="succeeded")
+    recent = claim_floors()
+    assert recent[0] > old.id
+    every = claim_plan(("", ""))
+    some = claim_plan(recent)
+    assert some.count("deliveries_delivery_p") < every.count("deliveries_delivery_p")
+    assert some.count("webhooks_event_p") < every.count("webhooks_event_p")
+
+
+def test_an_unfinished_delivery_in_the_default_partition_plans_every_partition(base, ep):
+    # An id of the alphabet before the current one sorts after every new one: DEFAULT.
+    delivery = delivery_row(ep, "pending")
+    Delivery.objects.filter(pk=delivery.pk).update(id="dlv_zzzzzzzzzzzzzzzzzzzzzzzzzz")
+    assert partition_of("deliveries_delivery", "dlv_zzzzzzzzzzzzzzzzzzzzzzzzzz").endswith(
+        "_default"
+    )
+    assert claim_floors() == ("", "")
