@@ -366,7 +366,8 @@ def _apply_states_at_once(
         )
     sql = APPLY_STATES_IF_LEASE_EXPIRED if expired_only else APPLY_STATES
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"now": now, "states": _json(rows)})
+        lowest = min((row["id"] for row in rows), default="")
+        cursor.execute(sql, {"now": now, "states": _json(rows), "lowest": lowest})
         return {row[0] for row in cursor.fetchall()}
 
 

@@ -7,6 +7,7 @@ one-minute intervals, where nothing else lives."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -191,7 +192,7 @@ def test_every_partition_has_every_index_of_its_table_and_each_is_valid(base):
 
 
 def claim_plan(floors: tuple[str, str]) -> str:
-    params = {
+    params: dict[str, Any] = {
         "endpoint_ids": ["ep_none"], "shares": [10], "lease_seconds": 30,
         "any_attempt": True, "first_attempts": False,
         "floor": floors[0], "event_floor": floors[1],

@@ -35,9 +35,9 @@ MODULES = {"record_sql": record_sql, "backlog_sql": backlog_sql}
 # The SHA-256 of each statement's text: whoever changes a statement reads it whole again
 # (and the comment above it) and updates this.
 PINNED = {
-    "record_sql.APPLY_STATES": "096098c0b2c03078b266f6c919a90f9c590c29a08126cd4a358affdb7ccafa06",
+    "record_sql.APPLY_STATES": "399d178cd58beaadee48205bc41c980f0c5ff067deace7e9996f3ec3130f473f",
     "record_sql.APPLY_STATES_IF_LEASE_EXPIRED": (
-        "91ed092fca4ea3177ca7136c05987a1904b42edfb06321cae4a70a502ac087a0"
+        "e3f5c0ba513c007f2bb4dd49b890c00c741f06272b2d584c88886063db6567f0"
     ),
     "record_sql.INSERT_ATTEMPTS": (
         "a61e466f23e51e8f439ee97dc848f90d5fcb98da2a78d8f683f991cc4e7f9041"
