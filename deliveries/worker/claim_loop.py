@@ -274,7 +274,8 @@ class ClaimLoop:
         if limit <= 0:
             return probes.deliveries
         skip = self._pacing.throttled_endpoints() | probes.paused
-        due = self._due.current()
+        floors = self._claim_floors()
+        due = self._due.current(floor=floors[0])
         allowance = self._pacing.retry_allowance(
             due, lambda e, within: self._ledger.moving(e, within=within)
         )
@@ -288,7 +289,6 @@ class ClaimLoop:
             rotation=self._rotation,
             skip=skip,
         )
-        floors = self._claim_floors()
         claim = deliveries_claim_shares(
             shares=shares, policy=policy, first_attempts_only=allowance is not None, floors=floors
         )

@@ -13,16 +13,17 @@ from __future__ import annotations
 # Active endpoints with a closed circuit and a delivery due now, in id order from
 # %(after)s on. A skip scan of the `delivery_endpoint_due` index: one probe per endpoint
 # with pending deliveries finds its earliest one, whatever the depth of its backlog, so a
-# 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12).
+# 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12). %(floor)s: as
+# in CLAIM below, the partitions older than it are left out ('' for none).
 DUE_ENDPOINTS = """
 WITH RECURSIVE pending(endpoint_id, next_at) AS (
     (SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
-     WHERE status = 'pending' AND endpoint_id > %(after)s
+     WHERE status = 'pending' AND endpoint_id > %(after)s AND id >= %(floor)s
      ORDER BY endpoint_id, next_attempt_at LIMIT 1)
     UNION ALL
     SELECT later.* FROM pending CROSS JOIN LATERAL (
         SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
-        WHERE status = 'pending' AND endpoint_id > pending.endpoint_id
+        WHERE status = 'pending' AND endpoint_id > pending.endpoint_id AND id >= %(floor)s
         ORDER BY endpoint_id, next_attempt_at LIMIT 1
     ) later
 )

@@ -151,18 +151,21 @@ def deliveries_claim_shares(
     return Claim(_with_endpoints(rows), exhausted)
 
 
-def due_endpoints(*, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT) -> list[DueEndpoint]:
+def due_endpoints(
+    *, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT, floor: str = ""
+) -> list[DueEndpoint]:
     """Active endpoints with a closed circuit and at least one delivery due now, in id order
     from `after` on: a caller that gets `limit` of them asks next from the last one, so
     beyond `limit` endpoints every one still has its turn.
 
     On PostgreSQL a skip scan of the `delivery_endpoint_due` index: one probe per
     endpoint with pending deliveries finds its earliest one, whatever the depth of its
-    backlog, so a 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12)."""
+    backlog, so a 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12).
+    `floor`: the lowest delivery id to look at (lifecycle.partitions.claim_floors)."""
     if connection.vendor != "postgresql":
         return [DueEndpoint(*row) for row in claims_sqlite.due_endpoints(after=after, limit=limit)]
     with connection.cursor() as cursor:
-        cursor.execute(claim_sql.DUE_ENDPOINTS, {"after": after, "limit": limit})
+        cursor.execute(claim_sql.DUE_ENDPOINTS, {"after": after, "limit": limit, "floor": floor})
         return [DueEndpoint(*row) for row in cursor.fetchall()]
 
 

@@ -26,9 +26,10 @@ class DueEndpoints:
         self._looked_at = float("-inf")
         self._after = ""  # a full list ended here: the next look goes on from it
 
-    def current(self) -> list[DueEndpoint]:
+    def current(self, *, floor: str = "") -> list[DueEndpoint]:
+        """`floor`: the lowest delivery id to look at (claims.due_endpoints)."""
         if time.monotonic() - self._looked_at >= self._refresh_seconds:
-            self._endpoints = due_endpoints(after=self._after)
+            self._endpoints = due_endpoints(after=self._after, floor=floor)
             full = len(self._endpoints) == DUE_ENDPOINTS_LIMIT
             self._after = self._endpoints[-1].id if full else ""
             self._looked_at = time.monotonic()

@@ -219,6 +219,14 @@ def test_claims_plan_only_the_partitions_that_can_hold_a_pending_delivery(base, 
     some = claim_plan(recent)
     assert some.count("deliveries_delivery_p") < every.count("deliveries_delivery_p")
     assert some.count("webhooks_event_p") < every.count("webhooks_event_p")
+    # The look for endpoints with work due, likewise.
+    with connection.cursor() as cursor:
+        plans = []
+        for floor in ("", recent[0]):
+            params: dict[str, Any] = {"after": "", "limit": 10, "floor": floor}
+            cursor.execute("EXPLAIN " + claim_sql.DUE_ENDPOINTS, params)
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    assert plans[1].count("deliveries_delivery_p") < plans[0].count("deliveries_delivery_p")
 
 
 def test_an_unfinished_delivery_in_the_default_partition_plans_every_partition(base, ep):

@@ -17,7 +17,7 @@ from tests.databases import postgresql_only
 # (EXPLAIN it on a real backlog: tests/deliveries/worker/test_fair_claims.py) and updates this.
 PINNED = {
     "CLAIM": "1d849cd0430ca5a6c01fd0d281704c4e8a10f5cdd8619c5882482f6cc53b692d",
-    "DUE_ENDPOINTS": "05aa30c21b7cf9dc02b2f2d12b37e7af30fd1820a969e33f90b975f4cf33a371",
+    "DUE_ENDPOINTS": "aaa8ea5e816e0e2cd9a4a190300de2e2c31d44268ae578fb5c8d97580debc4fd",
     "ENDPOINTS": "a853b9f95055bd3dac5d1f53aa6b57126b49ea806395a74e6e6f3225229c43cc",
 }
 
