@@ -96,6 +96,7 @@ def latencies(*, tenant: Any, rounds: int) -> dict[str, dict[str, float]]:
     from django.utils import timezone
 
     from deliveries.intake.ingest import event_ingest
+    from deliveries.lifecycle.partitions import claim_floors
     from deliveries.lifecycle.policy import current_policy
     from deliveries.lifecycle.recording import Attempted, attempts_record
     from deliveries.results import SendResult
@@ -107,9 +108,10 @@ def latencies(*, tenant: Any, rounds: int) -> dict[str, dict[str, float]]:
         event_ingest(tenant=tenant, event_type="order.paid", data={**DATA, "n": i})
         ingest.append(time.perf_counter() - t0)
     policy = current_policy()
+    floors = claim_floors()  # as a worker reads them (every 5 s)
     while True:
         t0 = time.perf_counter()
-        claimed = deliveries_claim(limit=10, policy=policy)
+        claimed = deliveries_claim(limit=10, policy=policy, floors=floors)
         t1 = time.perf_counter()
         if not claimed:
             break

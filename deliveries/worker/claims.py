@@ -85,18 +85,22 @@ def deliveries_claim_fairly(
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
     retries_only: bool = False,
+    floors: tuple[str, str] = NO_FLOORS,
 ) -> Claim:
     """Claim up to `limit` due deliveries in one go: the probes whose time has come, then
     rows of the `due` endpoints (queried here when not given) shared fairly between
     tenants (fair_share.py), at most `room(endpoint)` each and `tenant_room(tenant)` per
-    tenant, never for `skip_endpoints`. The worker composes the same two steps with its
-    planner (claim_loop.py); this is the whole claim for everyone else."""
+    tenant, never for `skip_endpoints`; `floors` as deliveries_claim_shares takes them.
+    The worker composes the same two steps with its planner (claim_loop.py); this is the
+    whole claim for everyone else."""
     probes = deliveries_claim_probes(limit=limit, policy=policy)
     limit -= len(probes.deliveries)
     if limit <= 0:
         return Claim(probes.deliveries, set())
     skip = {*skip_endpoints, *probes.paused}
-    candidates = [e for e in (due_endpoints() if due is None else due) if e.id not in skip]
+    if due is None:
+        due = due_endpoints(floor=floors[0])
+    candidates = [e for e in due if e.id not in skip]
     shares = fair_shares(
         limit=limit,
         endpoints=candidates,
@@ -109,6 +113,7 @@ def deliveries_claim_fairly(
         policy=policy,
         first_attempts_only=first_attempts_only,
         retries_only=retries_only,
+        floors=floors,
     )
     return Claim(probes.deliveries + claim.deliveries, claim.exhausted)
 
