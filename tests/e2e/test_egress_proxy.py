@@ -43,10 +43,17 @@ def test_webhooks_go_through_the_proxy_and_a_deny_rule_fails_them_retryably(
     assert request.peer == PROXY_PEER and request.headers["webhook-id"] == event["id"]
     by_endpoint = {d["endpoint_id"]: d["id"] for d in event["deliveries"]}
     path = f"/api/v1/deliveries/{by_endpoint[denied['id']]}"
-    # Recorded, not only claimed: a claim counts the attempt while it is `delivering`.
-    wait_until(lambda: alice.client.get(path).json()["last_error"] != "")
-    refused = alice.client.get(path).json()
-    assert refused["status"] == "pending"  # retryable: it will be tried again
+    # Recorded and waiting for its retry (read in one answer: a retry a second later
+    # claims it again, `delivering` with the same last_error), never dead: retryable.
+    seen: list[dict] = []
+
+    def waiting_for_retry() -> bool:
+        seen.append(alice.client.get(path).json())
+        assert seen[-1]["status"] != "dead"
+        return seen[-1]["status"] == "pending" and seen[-1]["last_error"] != ""
+
+    wait_until(waiting_for_retry)
+    refused = seen[-1]
     port = receiver.url.split(":")[2].split("/")[0]
     assert refused["last_error"] == (
         f"the proxy refused CONNECT blocked.example:{port}: HTTP 403 Filtered"
