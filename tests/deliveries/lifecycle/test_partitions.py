@@ -15,6 +15,7 @@ from django.db import connection
 
 from core.clock import database_now
 from deliveries.lifecycle.partitions import (
+    EVENTS,
     claim_floors,
     partitions_drop_expired,
     partitions_ensure,
@@ -237,3 +238,95 @@ def test_an_unfinished_delivery_in_the_default_partition_plans_every_partition(b
         "_default"
     )
     assert claim_floors() == ("", "")
+
+
+def tables_like(pattern: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE %s", [pattern])
+        return sorted(name for (name,) in cursor.fetchall())
+
+
+def test_a_drop_detaches_under_the_locks_and_leaves_no_table_behind(base, ep):
+    delivery_row(ep, made_ms=base + 1)
+    first = sorted(p.name for p in partitions_list() if p.start_ms == base)
+
+    outcome = partitions_drop_expired()[0]
+
+    assert outcome.action == "dropped" and "history locked for" in outcome.detail
+    assert tables_like("%_detached") == []
+    assert [name for name in first if tables_like(name)] == []
+
+
+def test_the_partitions_a_killed_drop_left_detached_are_removed_by_the_next_run(base, ep):
+    # Killed between the drop's commit (detached, renamed) and the removal of the files.
+    delivery_row(ep, made_ms=base + 1)
+    part = next(p.name for p in partitions_list() if p.start_ms == base and "event" in p.table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE webhooks_event DETACH PARTITION {part}")
+        cursor.execute(f"ALTER TABLE {part} RENAME TO {part}_detached")
+    assert tables_like("%_detached") == [f"{part}_detached"]
+
+    partitions_drop_expired(now_ms=base)  # nothing expired yet: only the leftover goes
+
+    assert tables_like("%_detached") == []
+    assert {p.start_ms for p in partitions_list()} >= {base + MINUTE}
+
+
+def notices_during(call):
+    """What PostgreSQL said at DEBUG1 while `call` ran on this connection."""
+    said: list[str] = []
+    connection.ensure_connection()
+    handler = said.append
+    connection.connection.add_notice_handler(lambda diag: handler(diag.message_primary or ""))
+    with connection.cursor() as cursor:
+        cursor.execute("SET client_min_messages = debug1")
+    try:
+        result = call()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET client_min_messages")
+        connection.connection._notice_handlers.clear()
+    return result, said
+
+
+def test_attaching_beside_a_default_partition_holding_rows_does_not_scan_it(base, ep):
+    # A converted installation's DEFAULT holds the ids made before the current alphabet:
+    # without a constraint, every ATTACH scans it all under ACCESS EXCLUSIVE.
+    old = delivery_row(ep)
+    Event.objects.filter(pk=old.event_id).update(id="evt_zzzzzzzzzzzzzzzzzzzzzzzzzz")
+    assert partition_of("webhooks_event", "evt_zzzzzzzzzzzzzzzzzzzzzzzzzz").endswith("_default")
+
+    later = base + 5 * MINUTE  # the interval of later + 2 minutes is new, and ahead
+    outcomes, said = notices_during(lambda: partitions_ensure(now_ms=later))
+
+    assert {o.action for o in outcomes} == {"created"}, [str(o) for o in outcomes]
+    assert any(
+        "default partition" in m and "webhooks_event_default" in m and "implied" in m for m in said
+    ), said
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = 'webhooks_event_default'::regclass"
+            " AND contype = 'c'"
+        )
+        assert cursor.fetchall() == []  # the constraint goes with the ATTACH
+    assert Event.objects.filter(pk="evt_zzzzzzzzzzzzzzzzzzzzzzzzzz").exists()
+
+
+def test_a_constraint_a_failed_create_left_on_default_goes_before_its_interval_comes(base, ep):
+    # Left by a run whose ATTACH gave up; now the interval is here, and its rows would go
+    # to DEFAULT until it is created: the constraint must not refuse them.
+    start = base + 3 * MINUTE
+    outside = f"{EVENTS.name_at(start)}_outside"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"ALTER TABLE webhooks_event_default ADD CONSTRAINT {outside}"
+            " CHECK (id < %s OR id >= %s) NOT VALID",
+            [EVENTS.bound(start), EVENTS.bound(start + MINUTE)],
+        )
+
+    partitions_ensure(now_ms=start)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s", [outside])
+        assert cursor.fetchone()[0] == 0
+    assert ("webhooks_event", start, start + MINUTE) in spans()
