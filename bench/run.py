@@ -263,6 +263,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--soak-share", type=float, default=1.0, help="offer this share of the measured drain"
     )
+    parser.add_argument(
+        "--soak-sustained",
+        action="store_true",
+        help="first offer that rate for 2 minutes and soak at 95%% of what the workers then "
+        "deliver beside ingestion (the rate this machine sustains with both)",
+    )
     parser.add_argument("--paced-rate", type=float, default=200, help="ingestion p99 run, ev/s")
     parser.add_argument(
         "--tracing-rounds", type=int, default=3, help="--only tracing: runs of each side (3)"

@@ -34,6 +34,8 @@ BATCH = 100  # events per POST /api/v1/events/batch
 PROBE_RATE = 10  # single POSTs per second beside the batches: the p99 of one event
 SAMPLE_EVERY = 5.0  # seconds
 STEADY_BAND = 0.15  # the target: within ±15 % after the first retention period
+CALIBRATION_MINUTES = 2  # --soak-sustained: ingestion at the drain's rate, the 2nd minute counts
+SUSTAINED_SHARE = 0.95  # of the sustained rate: slack for the machine's own spikes
 
 
 class SoakSteps(_Base):
@@ -53,6 +55,8 @@ class SoakSteps(_Base):
             rate = self.args.soak_rate or (
                 self._soak_drain_rate(queued, running) * self.args.soak_share
             )
+            if self.args.soak_sustained:
+                rate = self._soak_sustained_rate(rate, running) * SUSTAINED_SHARE
             say(
                 f"soak: {minutes} min at {rate:.0f} events/s (batches of {BATCH}) + "
                 f"{PROBE_RATE}/s single POSTs; partitions {ENV['HOMING_PARTITION_INTERVAL']}, "
@@ -78,6 +82,39 @@ class SoakSteps(_Base):
         self.results["soak_drain_rate"] = round(rate, 1)
         self.receiver("POST", "/_reset")
         return rate
+
+    def _soak_sustained_rate(self, offered: float, running: list[Any]) -> float:
+        """Deliveries/s the workers keep up while ingestion at `offered` events/s runs
+        beside them (the second of two minutes): the drain's sustained rate on a machine
+        where the web, PostgreSQL and this load share the cores with the workers. Its
+        deliveries are awaited and forgotten before the soak."""
+        watch, accepted, counts = Watch(), set[str](), list[int]()
+
+        def count_each_minute() -> None:
+            for minute in range(1, CALIBRATION_MINUTES + 1):
+                time.sleep(max(0.0, started + 60 * minute - time.monotonic()))
+                counts.append(self.received_count())
+
+        say(f"soak: {offered:.0f} events/s for {CALIBRATION_MINUTES} min: the sustained rate?")
+        started = time.monotonic()
+        counter = threading.Thread(target=count_each_minute, daemon=True)
+        counter.start()
+        self._soak_send(
+            watch=watch,
+            accepted=accepted,
+            rate=offered / BATCH,
+            seconds=CALIBRATION_MINUTES * 60,
+            batch=True,
+            alive=lambda: self.check_alive(*running),
+        )
+        counter.join(timeout=120)
+        sustained = (counts[-1] - counts[-2]) / 60
+        say(f"soak: the workers delivered {sustained:.0f}/s beside ingestion; draining the rest")
+        self.results["soak_sustained_rate"] = round(sustained, 1)
+        if not self.wait_received(len(accepted), running, timeout=1800):
+            raise BenchError("the calibration's deliveries did not finish")
+        self.receiver("POST", "/_reset")
+        return sustained
 
     def _soak_post_events(self, n: int) -> int:
         client, queued = _Client(self.web_port), 0
