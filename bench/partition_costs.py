@@ -104,7 +104,7 @@ def timings(*, tenant: Any, rounds: int) -> dict[str, list[float]]:
     from django.utils import timezone
 
     from deliveries.intake.ingest import event_ingest
-    from deliveries.lifecycle.partitions import claim_floors
+    from deliveries.lifecycle.partitions import claim_bounds
     from deliveries.lifecycle.policy import current_policy
     from deliveries.lifecycle.recording import Attempted, attempts_record
     from deliveries.results import SendResult
@@ -118,10 +118,10 @@ def timings(*, tenant: Any, rounds: int) -> dict[str, list[float]]:
         event_ingest(tenant=tenant, event_type="order.paid", data={**DATA, "n": i})
         found["ingest"].append(time.perf_counter() - t0)
     policy = current_policy()
-    floors = claim_floors()  # as a worker reads them (every 5 s)
+    bounds = claim_bounds()  # as a worker reads them (every 5 s)
     while True:
         t0 = time.perf_counter()
-        claimed = deliveries_claim(limit=10, policy=policy, floors=floors)
+        claimed = deliveries_claim(limit=10, policy=policy, bounds=bounds)
         t1 = time.perf_counter()
         if not claimed:
             break

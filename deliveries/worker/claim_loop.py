@@ -31,13 +31,12 @@ from django.db import DatabaseError, connection
 from core.clock import database_offset
 from core.crypto import DecryptionFailed
 from deliveries import wakeups
-from deliveries.lifecycle.partitions import claim_floors
+from deliveries.lifecycle.partitions import EVERY_PARTITION, ClaimBounds, claim_bounds
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.log_context import delivery_log_context
 from deliveries.worker.attempt import NEXT_IN_LINE_SECONDS, Attempts
 from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import (
-    NO_FLOORS,
     Claimed,
     deliveries_claim_probes,
     deliveries_claim_shares,
@@ -74,7 +73,7 @@ WORKERS_SAY_SECONDS = 1.0
 # One statement of the claim loop takes milliseconds; one that waits this long (a lock,
 # a stalled server) fails, and the loop pauses and tries again on a fresh connection.
 STATEMENT_TIMEOUT = "5s"
-FLOORS_SECONDS = 5.0  # how often the claims' lowest partition is read again
+BOUNDS_SECONDS = 5.0  # how often the claims' partitions are read again
 # A delivery whose endpoint's secret this process cannot decrypt waits this long before
 # it is claimed again (by any worker): long enough not to spin, short enough that a
 # worker with the key soon sends it.
@@ -115,7 +114,7 @@ class ClaimLoop:
         self._message = False  # a Celery message woke us (so the doorbell is up)
         self._woken = threading.Event()
         self._leases_renewed = float("-inf")
-        self._floors, self._floors_read = NO_FLOORS, float("-inf")
+        self._bounds, self._bounds_read = EVERY_PARTITION, float("-inf")
         self._workers_said = float("-inf")
         self._configured: Any = None  # the raw connection given its statement_timeout
         self._thread: threading.Thread | None = None
@@ -274,8 +273,8 @@ class ClaimLoop:
         if limit <= 0:
             return probes.deliveries
         skip = self._pacing.throttled_endpoints() | probes.paused
-        floors = self._claim_floors()
-        due = self._due.current(floor=floors[0])
+        bounds = self._claim_bounds()
+        due = self._due.current(bounds=bounds)
         allowance = self._pacing.retry_allowance(
             due, lambda e, within: self._ledger.moving(e, within=within)
         )
@@ -290,7 +289,7 @@ class ClaimLoop:
             skip=skip,
         )
         claim = deliveries_claim_shares(
-            shares=shares, policy=policy, first_attempts_only=allowance is not None, floors=floors
+            shares=shares, policy=policy, first_attempts_only=allowance is not None, bounds=bounds
         )
         claimed = claim.deliveries
         if allowance is None:
@@ -311,7 +310,7 @@ class ClaimLoop:
                 tenants_taken=Counter(c.tenant_id for c in claimed),
             )
             retries = deliveries_claim_shares(
-                shares=retry_shares, policy=policy, retries_only=True, floors=floors
+                shares=retry_shares, policy=policy, retries_only=True, bounds=bounds
             )
             claimed = [*claimed, *retries.deliveries]
             self._due.exhausted(claim.exhausted & retries.exhausted)
@@ -357,13 +356,13 @@ class ClaimLoop:
             )
         return [c for c in claimed if c.endpoint_id not in unreadable]
 
-    def _claim_floors(self) -> tuple[str, str]:
-        """The partitions a claim looks at (partitions.claim_floors), read again every
-        FLOORS_SECONDS: a delivery made pending in an older one waits that long at most."""
+    def _claim_bounds(self) -> ClaimBounds:
+        """The partitions a claim looks at (partitions.claim_bounds), read again every
+        BOUNDS_SECONDS: a delivery made pending in an older one waits that long at most."""
         now = time.monotonic()
-        if now - self._floors_read >= FLOORS_SECONDS:
-            self._floors, self._floors_read = claim_floors(), now
-        return self._floors
+        if now - self._bounds_read >= BOUNDS_SECONDS:
+            self._bounds, self._bounds_read = claim_bounds(), now
+        return self._bounds
 
     def _line_up_or_give_back(self, refused: list[Claimed]) -> None:
         """Claimed deliveries with no place yet: in line at their endpoint while it answers

@@ -13,17 +13,19 @@ from __future__ import annotations
 # Active endpoints with a closed circuit and a delivery due now, in id order from
 # %(after)s on. A skip scan of the `delivery_endpoint_due` index: one probe per endpoint
 # with pending deliveries finds its earliest one, whatever the depth of its backlog, so a
-# 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12). %(floor)s: as
-# in CLAIM below, the partitions older than it are left out ('' for none).
+# 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12). %(floor)s and
+# %(ceiling)s: as in CLAIM below.
 DUE_ENDPOINTS = """
 WITH RECURSIVE pending(endpoint_id, next_at) AS (
     (SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
      WHERE status = 'pending' AND endpoint_id > %(after)s AND id >= %(floor)s
+     AND (%(ceiling)s = '' OR id < %(ceiling)s)
      ORDER BY endpoint_id, next_attempt_at LIMIT 1)
     UNION ALL
     SELECT later.* FROM pending CROSS JOIN LATERAL (
         SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
         WHERE status = 'pending' AND endpoint_id > pending.endpoint_id AND id >= %(floor)s
+        AND (%(ceiling)s = '' OR id < %(ceiling)s)
         ORDER BY endpoint_id, next_attempt_at LIMIT 1
     ) later
 )
@@ -54,9 +56,11 @@ LIMIT %(limit)s
 #   (building it from 100 ids cost more than the claim).
 # - The parameters are bound client-side (Django's psycopg default), so the planner sees
 #   the attempt filter's booleans as constants and folds the filter away.
-# - %(floor)s and %(event_floor)s (partitions.claim_floors, '' for none): the lowest ids
-#   that can be pending, as constants, so the planner leaves out the older partitions of
-#   deliveries and events (with a month of them, planning took 6-10 ms, not 0.7).
+# - %(floor)s, %(ceiling)s, %(event_floor)s and %(event_ceiling)s (partitions.claim_bounds,
+#   '' for none): the ids a pending delivery can have, as constants, so the planner
+#   leaves out the partitions of deliveries and events outside them (with a month of
+#   them, planning took 6-10 ms, not 0.7), and DEFAULT and those made ahead. With a
+#   bound '', `'' = ''` folds the clause away.
 CLAIM = """
 WITH picked AS MATERIALIZED (
     SELECT d.id
@@ -65,6 +69,7 @@ WITH picked AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT id FROM deliveries_delivery
         WHERE endpoint_id = share.endpoint_id AND status = 'pending' AND id >= %(floor)s
+        AND (%(ceiling)s = '' OR id < %(ceiling)s)
         AND next_attempt_at <= statement_timestamp()
         AND (%(any_attempt)s OR (attempt_count = schedule_offset) = %(first_attempts)s)
         ORDER BY next_attempt_at LIMIT share.n FOR UPDATE SKIP LOCKED
@@ -74,6 +79,7 @@ WITH picked AS MATERIALIZED (
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
         attempt_count = attempt_count + 1, updated_at = statement_timestamp()
     WHERE id IN (SELECT id FROM picked) AND id >= %(floor)s
+    AND (%(ceiling)s = '' OR id < %(ceiling)s)
     RETURNING id, tenant_id, event_id, endpoint_id, attempt_count, schedule_offset, sequence,
         ordering_key, head_since
 )
@@ -81,6 +87,7 @@ SELECT c.id, c.tenant_id, c.event_id, c.endpoint_id, c.attempt_count, c.schedule
     c.sequence, c.ordering_key, c.head_since, ev.type, ev.data, ev.created_at,
     ev.trace_context
 FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id AND ev.id >= %(event_floor)s
+    AND (%(event_ceiling)s = '' OR ev.id < %(event_ceiling)s)
 """
 
 # The endpoints of a claimed batch, deleted ones included (their deliveries are recorded

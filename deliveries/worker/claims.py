@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from deliveries.lifecycle.health import open_circuits_claim_probes
 from deliveries.lifecycle.in_hand import EventInHand, InHand
+from deliveries.lifecycle.partitions import EVERY_PARTITION, ClaimBounds
 from deliveries.lifecycle.policy import Policy
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.worker import claim_sql, claims_sqlite
@@ -49,7 +50,6 @@ from webhooks.models import Endpoint
 # Endpoints one look for due work lists at most (see due_endpoints).
 DUE_ENDPOINTS_LIMIT = 10_000
 ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's filter
-NO_FLOORS = ("", "")  # every partition (claim_sql.CLAIM's floors)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,12 +85,12 @@ def deliveries_claim_fairly(
     skip_endpoints: Collection[str] = (),
     first_attempts_only: bool = False,
     retries_only: bool = False,
-    floors: tuple[str, str] = NO_FLOORS,
+    bounds: ClaimBounds = EVERY_PARTITION,
 ) -> Claim:
     """Claim up to `limit` due deliveries in one go: the probes whose time has come, then
     rows of the `due` endpoints (queried here when not given) shared fairly between
     tenants (fair_share.py), at most `room(endpoint)` each and `tenant_room(tenant)` per
-    tenant, never for `skip_endpoints`; `floors` as deliveries_claim_shares takes them.
+    tenant, never for `skip_endpoints`; `bounds` as deliveries_claim_shares takes them.
     The worker composes the same two steps with its planner (claim_loop.py); this is the
     whole claim for everyone else."""
     probes = deliveries_claim_probes(limit=limit, policy=policy)
@@ -99,7 +99,7 @@ def deliveries_claim_fairly(
         return Claim(probes.deliveries, set())
     skip = {*skip_endpoints, *probes.paused}
     if due is None:
-        due = due_endpoints(floor=floors[0])
+        due = due_endpoints(bounds=bounds)
     candidates = [e for e in due if e.id not in skip]
     shares = fair_shares(
         limit=limit,
@@ -113,7 +113,7 @@ def deliveries_claim_fairly(
         policy=policy,
         first_attempts_only=first_attempts_only,
         retries_only=retries_only,
-        floors=floors,
+        bounds=bounds,
     )
     return Claim(probes.deliveries + claim.deliveries, claim.exhausted)
 
@@ -132,7 +132,7 @@ def deliveries_claim_probes(*, limit: int, policy: Policy) -> Probes:
     waiting delivery: none due means the next probe is later."""
     paused, probes = open_circuits_claim_probes()
     shares = {endpoint_id: 1 for endpoint_id in probes[:limit]}
-    rows = _claim(shares, ANY_ATTEMPT, policy, NO_FLOORS)
+    rows = _claim(shares, ANY_ATTEMPT, policy, EVERY_PARTITION)
     return Probes(paused, _with_endpoints(rows))
 
 
@@ -142,22 +142,22 @@ def deliveries_claim_shares(
     policy: Policy,
     first_attempts_only: bool = False,
     retries_only: bool = False,
-    floors: tuple[str, str] = NO_FLOORS,
+    bounds: ClaimBounds = EVERY_PARTITION,
 ) -> Claim:
     """Claim at most `shares[endpoint]` due rows of each endpoint, oldest first.
-    `first_attempts_only` or `retries_only`: the worker's retry budget decides. `floors`:
-    the lowest delivery and event ids to look at (lifecycle.partitions.claim_floors)."""
+    `first_attempts_only` or `retries_only`: the worker's retry budget decides. `bounds`:
+    the delivery and event ids to look between (lifecycle.partitions.claim_bounds)."""
     attempts = ANY_ATTEMPT
     if first_attempts_only or retries_only:
         attempts = {"any_attempt": False, "first_attempts": first_attempts_only}
-    rows = _claim(shares, attempts, policy, floors)
+    rows = _claim(shares, attempts, policy, bounds)
     got = Counter(row[3] for row in rows)
     exhausted = {endpoint for endpoint, share in shares.items() if got[endpoint] < share}
     return Claim(_with_endpoints(rows), exhausted)
 
 
 def due_endpoints(
-    *, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT, floor: str = ""
+    *, after: str = "", limit: int = DUE_ENDPOINTS_LIMIT, bounds: ClaimBounds = EVERY_PARTITION
 ) -> list[DueEndpoint]:
     """Active endpoints with a closed circuit and at least one delivery due now, in id order
     from `after` on: a caller that gets `limit` of them asks next from the last one, so
@@ -166,11 +166,13 @@ def due_endpoints(
     On PostgreSQL a skip scan of the `delivery_endpoint_due` index: one probe per
     endpoint with pending deliveries finds its earliest one, whatever the depth of its
     backlog, so a 100,000-deep backlog costs one probe, not a scan (DESIGN decision 12).
-    `floor`: the lowest delivery id to look at (lifecycle.partitions.claim_floors)."""
+    `bounds`: the delivery ids to look between (lifecycle.partitions.claim_bounds)."""
     if connection.vendor != "postgresql":
         return [DueEndpoint(*row) for row in claims_sqlite.due_endpoints(after=after, limit=limit)]
     with connection.cursor() as cursor:
-        cursor.execute(claim_sql.DUE_ENDPOINTS, {"after": after, "limit": limit, "floor": floor})
+        params: dict[str, Any] = {"after": after, "limit": limit}
+        params.update(floor=bounds.floor, ceiling=bounds.ceiling)
+        cursor.execute(claim_sql.DUE_ENDPOINTS, params)
         return [DueEndpoint(*row) for row in cursor.fetchall()]
 
 
@@ -226,7 +228,7 @@ def _held_by(held: Sequence[tuple[str, int]]) -> Q:
 
 
 def _claim(
-    shares: dict[str, int], attempts: dict[str, bool], policy: Policy, floors: tuple[str, str]
+    shares: dict[str, int], attempts: dict[str, bool], policy: Policy, bounds: ClaimBounds
 ) -> list:
     """Claim `shares[endpoint]` due rows (at most) of each endpoint, oldest first: the
     rows the statement returned (claim_sql.CLAIM), each ending with its event in hand."""
@@ -238,8 +240,7 @@ def _claim(
         "endpoint_ids": list(shares),
         "shares": list(shares.values()),
         "lease_seconds": policy.lease_seconds,
-        "floor": floors[0],
-        "event_floor": floors[1],
+        **bounds._asdict(),
         **attempts,
     }
     with transaction.atomic(), connection.cursor() as cursor:

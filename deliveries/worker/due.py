@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
+from deliveries.lifecycle.partitions import EVERY_PARTITION, ClaimBounds
 from deliveries.worker.claims import DUE_ENDPOINTS_LIMIT, due_endpoints
 from deliveries.worker.fair_share import DueEndpoint
 
@@ -26,10 +27,10 @@ class DueEndpoints:
         self._looked_at = float("-inf")
         self._after = ""  # a full list ended here: the next look goes on from it
 
-    def current(self, *, floor: str = "") -> list[DueEndpoint]:
-        """`floor`: the lowest delivery id to look at (claims.due_endpoints)."""
+    def current(self, *, bounds: ClaimBounds = EVERY_PARTITION) -> list[DueEndpoint]:
+        """`bounds`: the delivery ids to look between (claims.due_endpoints)."""
         if time.monotonic() - self._looked_at >= self._refresh_seconds:
-            self._endpoints = due_endpoints(after=self._after, floor=floor)
+            self._endpoints = due_endpoints(after=self._after, bounds=bounds)
             full = len(self._endpoints) == DUE_ENDPOINTS_LIMIT
             self._after = self._endpoints[-1].id if full else ""
             self._looked_at = time.monotonic()

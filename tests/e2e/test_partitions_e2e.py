@@ -96,6 +96,10 @@ def test_drops_under_traffic_lose_nothing_unfinished(
             interval=2,
             message="the interval after the held delivery's was not dropped",
         )
+        # Traffic before the drop, and after it (counts, not seconds: a busy machine
+        # starts the worker late, and the drop may then come a few events in).
+        at_drop = len(sent)
+        wait_until(lambda: len(sent) >= at_drop + 20, timeout=60, message="no traffic after")
     finally:
         stop.set()
         producer.join()
@@ -107,7 +111,7 @@ def test_drops_under_traffic_lose_nothing_unfinished(
     assert first in _ranged_starts()
     assert Delivery.objects.get(pk=held.id).status == "pending"
     assert Event.objects.filter(pk=held.event_id).exists()
-    assert len(sent) > 100  # traffic went on through the drop
+    assert at_drop > 0  # traffic went on through the drop
     # Every event came through exactly once, dropped or not.
     requests = good.wait_for(len(sent), timeout=60)
     webhook_ids = Counter(r.headers["webhook-id"] for r in requests)

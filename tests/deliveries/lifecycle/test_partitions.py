@@ -16,7 +16,9 @@ from django.db import connection
 from core.clock import database_now
 from deliveries.lifecycle.partitions import (
     EVENTS,
-    claim_floors,
+    EVERY_PARTITION,
+    ClaimBounds,
+    claim_bounds,
     partitions_drop_expired,
     partitions_ensure,
     partitions_list,
@@ -192,11 +194,10 @@ def test_every_partition_has_every_index_of_its_table_and_each_is_valid(base):
         assert cursor.fetchone()[0] >= 3  # today and the two ahead, at least
 
 
-def claim_plan(floors: tuple[str, str]) -> str:
+def claim_plan(bounds: ClaimBounds) -> str:
     params: dict[str, Any] = {
         "endpoint_ids": ["ep_none"], "shares": [10], "lease_seconds": 30,
-        "any_attempt": True, "first_attempts": False,
-        "floor": floors[0], "event_floor": floors[1],
+        "any_attempt": True, "first_attempts": False, **bounds._asdict(),
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + claim_sql.CLAIM, params)
@@ -205,29 +206,43 @@ def claim_plan(floors: tuple[str, str]) -> str:
 
 def test_claims_plan_only_the_partitions_that_can_hold_a_pending_delivery(base, ep):
     old = delivery_row(ep, "pending", made_ms=base + 1)  # ten days back
-    floors = claim_floors()
-    assert "" < floors[0] <= old.id and floors[1] <= old.event_id
-    # Due (as a replay would make it), it is claimed with the floors.
+    bounds = claim_bounds()
+    assert "" < bounds.floor <= old.id and bounds.event_floor <= old.event_id
+    # Due (as a replay would make it), it is claimed within the bounds.
     Delivery.objects.filter(pk=old.pk).update(next_attempt_at=database_now())
-    claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), floors=floors)
+    claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), bounds=bounds)
     assert [d.id for d in claimed.deliveries] == [old.id]
 
     # Finished, it no longer holds the floor down: only the recent partitions are planned.
     Delivery.objects.filter(pk=old.pk).update(status="succeeded")
-    recent = claim_floors()
+    recent = claim_bounds()
     assert recent[0] > old.id
-    every = claim_plan(("", ""))
+    every = claim_plan(EVERY_PARTITION)
     some = claim_plan(recent)
     assert some.count("deliveries_delivery_p") < every.count("deliveries_delivery_p")
     assert some.count("webhooks_event_p") < every.count("webhooks_event_p")
+    # Nor DEFAULT and the partitions made ahead: the ceiling is this interval's end.
+    assert "_default" in every and "_default" not in some
     # The look for endpoints with work due, likewise.
     with connection.cursor() as cursor:
         plans = []
-        for floor in ("", recent[0]):
-            params: dict[str, Any] = {"after": "", "limit": 10, "floor": floor}
+        for bounds in (EVERY_PARTITION, recent):
+            params: dict[str, Any] = {"after": "", "limit": 10}
+            params.update(floor=bounds.floor, ceiling=bounds.ceiling)
             cursor.execute("EXPLAIN " + claim_sql.DUE_ENDPOINTS, params)
             plans.append("\n".join(row[0] for row in cursor.fetchall()))
     assert plans[1].count("deliveries_delivery_p") < plans[0].count("deliveries_delivery_p")
+    assert "_default" in plans[0] and "_default" not in plans[1]
+
+
+def test_a_delivery_made_by_a_clock_a_little_ahead_is_claimed_within_the_bounds(base, ep):
+    bounds = claim_bounds()
+    ahead = delivery_row(ep, "pending", made_ms=int(database_now().timestamp() * 1000) + 30_000)
+    assert bounds.ceiling > ahead.id and bounds.event_ceiling > ahead.event_id
+
+    claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), bounds=bounds)
+
+    assert [d.id for d in claimed.deliveries] == [ahead.id]
 
 
 def test_an_unfinished_delivery_in_the_default_partition_plans_every_partition(base, ep):
@@ -237,7 +252,7 @@ def test_an_unfinished_delivery_in_the_default_partition_plans_every_partition(b
     assert partition_of("deliveries_delivery", "dlv_zzzzzzzzzzzzzzzzzzzzzzzzzz").endswith(
         "_default"
     )
-    assert claim_floors() == ("", "")
+    assert claim_bounds() == EVERY_PARTITION
 
 
 def tables_like(pattern: str) -> list[str]:
