@@ -15,9 +15,7 @@ exit before the leases of what it holds lapse and another worker sends them agai
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import ssl
 import threading
 import time
 from collections import Counter
@@ -29,13 +27,11 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from core.clock import database_offset
-from core.crypto import DecryptionFailed
 from deliveries import wakeups
 from deliveries.lifecycle.partitions import claim_floors
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.log_context import delivery_log_context
 from deliveries.worker.attempt import NEXT_IN_LINE_SECONDS, Attempts
-from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import (
     NO_FLOORS,
     Claimed,
@@ -56,9 +52,7 @@ from deliveries.worker.planner import (
     joins_line,
 )
 from deliveries.worker.supervisor import Heartbeat
-from webhooks.services.endpoint_auth import endpoint_auth_decrypted
 from webhooks.services.endpoint_readable import endpoint_unreadable
-from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -319,25 +313,20 @@ class ClaimLoop:
         return [*probes.deliveries, *claimed]
 
     def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
-        """Those whose endpoint's secrets this process can decrypt. The others are given
+        """Those whose endpoint's secrets this process can decrypt (the claim resolved their
+        send settings: send_settings.py). The others are given
         back without spending an attempt, due again after UNREADABLE_SECRET_WAIT_SECONDS
         (a worker that has the key sends them): a missing key is the operator's to fix,
         not a reason for a delivery to die."""
         unreadable: dict[str, str] = {}  # endpoint id -> last_error
-        for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
-            try:
-                endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
-                endpoint_headers(endpoint=endpoint)  # its custom header values
-                endpoint_auth_decrypted(auth=endpoint.auth)  # its OAuth2 client secret
-                # Built here, off the event loop (milliseconds), for its attempts to find;
-                # one OpenSSL refuses is the attempt's to report (a TLS failure).
-                with contextlib.suppress(ssl.SSLError):
-                    endpoint_client_certificate(endpoint=endpoint)
-            except (DecryptionFailed, ValueError):  # ValueError: a damaged certificate row
+        for delivery in claimed:
+            if delivery.send is None and delivery.endpoint_id not in unreadable:
                 # Which ones, for the tenant to replace (rare: the work is done only here).
-                names = [n for n in endpoint_unreadable(endpoint=endpoint) if n != "filter"]
+                names = [
+                    n for n in endpoint_unreadable(endpoint=delivery.endpoint) if n != "filter"
+                ]
                 fields = " and ".join(names or ["secrets"])
-                unreadable[endpoint.id] = UNREADABLE_SECRET_ERROR.format(fields=fields)
+                unreadable[delivery.endpoint_id] = UNREADABLE_SECRET_ERROR.format(fields=fields)
         if not unreadable:
             return claimed
         for endpoint_id, error in unreadable.items():
