@@ -49,7 +49,7 @@ from deliveries.worker.planner import (
     MIN_RESERVATION,
     claim_shares,
     endpoint_cap,
-    joins_line,
+    line_length,
 )
 from deliveries.worker.supervisor import Heartbeat
 from webhooks.services.endpoint_readable import endpoint_unreadable
@@ -356,17 +356,14 @@ class ClaimLoop:
 
     def _line_up_or_give_back(self, refused: list[Claimed]) -> None:
         """Claimed deliveries with no place yet: in line at their endpoint while it answers
-        (planner.joins_line), else given back, due again at once (the next claim asks the
+        (planner.line_length), else given back, due again at once (the next claim asks the
         endpoint's room first, so they are not claimed again until there is some)."""
-        given_back = []
-        for delivery in refused:
-            if self._stopping.is_set() or not joins_line(
-                self._ledger, delivery.endpoint_id, delivery.endpoint.rate_limit
-            ):
-                given_back.append(delivery)
-            else:
-                self._ledger.line_up(delivery)
-        self._give_back(given_back)
+        if not refused:
+            return
+        if self._stopping.is_set():
+            self._give_back(refused)
+        else:
+            self._give_back(self._ledger.line_up(refused, length=_line_length))
 
     def _give_back(self, deliveries: Sequence[Claimed], delay: timedelta = timedelta(0)) -> None:
         """Claimed deliveries that will not be sent now: due again after `delay` without
@@ -379,6 +376,12 @@ class ClaimLoop:
         finally:
             for delivery in deliveries:
                 self._ledger.finish(delivery)
+
+
+def _line_length(delivery: Claimed, answered_ago: float, open_to: int) -> int:
+    return line_length(
+        rate_limit=delivery.endpoint.rate_limit, answered_ago=answered_ago, open_to=open_to
+    )
 
 
 def _asked_once(
