@@ -170,10 +170,9 @@ class Ledger(Generic[D]):
 
     def line_up(self, refused: Sequence[D], *, length: Callable[[D, float, int], int]) -> list[D]:
         """Claimed deliveries refused a place wait in line at their endpoint while its line
-        is shorter than `length(delivery, seconds since the endpoint last answered,
-        requests open to it)` (planner.line_length; asked once per endpoint); the others
-        are returned, to be given back. One lock for the whole batch: asked per delivery
-        and per count, this took four."""
+        is shorter than `length(delivery, seconds since the endpoint answered, requests
+        open to it)` (planner.line_length, asked once per endpoint); the others are
+        returned, to be given back. One lock for the batch (asked per count, it took four)."""
         given_back = []
         with self._changed:
             now = time.monotonic()
