@@ -14,8 +14,10 @@ from deliveries.lifecycle.record_sql import ATTEMPT_MINUTES_ADD, ENDPOINT_MINUTE
 from deliveries.lifecycle.retry import Outcome
 
 # The upper bounds (ms) of EndpointMinute's duration buckets, its columns d_<bound>, and
-# d_more above the last. Coarse on purpose: p50/p95 are read to within a bucket, and ten
-# counters per endpoint-minute keep a week of one endpoint at 10,080 small rows.
+# d_more above the last: an attempt of d ms counts in the first whose bound d does not
+# pass, DURATION_COLUMNS[bisect_left(DURATION_BOUNDS_MS, d)] (inline where it runs per
+# attempt). Coarse on purpose: p50/p95 are read to within a bucket, and ten counters per
+# endpoint-minute keep a week of one endpoint at 10,080 small rows.
 DURATION_BOUNDS_MS = (25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 DURATION_COLUMNS = (*(f"d_{bound}" for bound in DURATION_BOUNDS_MS), "d_more")
 
@@ -25,12 +27,6 @@ OUTCOMES = frozenset(outcome.value for outcome in Outcome)
 ZEROS = dict.fromkeys((*OUTCOMES, *DURATION_COLUMNS), 0)
 
 
-def duration_column(duration_ms: int) -> str:
-    """The EndpointMinute column that counts an attempt of `duration_ms`: the first bucket
-    whose bound it does not pass (per attempt, in the recorder: a search, not a walk)."""
-    return DURATION_COLUMNS[bisect.bisect_left(DURATION_BOUNDS_MS, duration_ms)]
-
-
 def attempt_duration_counts(attempts: Iterable[tuple[str, str, int]]) -> dict[str, int]:
     """The shared counters behind /metrics' homing_attempt_duration_seconds histogram for
     `attempts` ((endpoint id, outcome, duration ms) each): per outcome, one counter per
@@ -38,7 +34,8 @@ def attempt_duration_counts(attempts: Iterable[tuple[str, str, int]]) -> dict[st
     (`duration_<outcome>_sum_ms`); the count is `attempts_<outcome>`."""
     counts: dict[str, int] = {}
     for _, outcome, duration_ms in attempts:
-        bucket = f"duration_{outcome}_{duration_column(duration_ms)}"
+        column = DURATION_COLUMNS[bisect.bisect_left(DURATION_BOUNDS_MS, duration_ms)]
+        bucket = f"duration_{outcome}_{column}"
         counts[bucket] = counts.get(bucket, 0) + 1
         total = f"duration_{outcome}_sum_ms"
         counts[total] = counts.get(total, 0) + duration_ms
@@ -78,7 +75,7 @@ def endpoint_minutes_add(*, attempts: Iterable[tuple[str, str, int]], at: dateti
         if row is None:  # built once per endpoint, not per attempt
             row = rows[endpoint_id] = {"endpoint_id": endpoint_id, "minute": minute, **ZEROS}
         row[outcome] += 1
-        row[duration_column(duration_ms)] += 1
+        row[DURATION_COLUMNS[bisect.bisect_left(DURATION_BOUNDS_MS, duration_ms)]] += 1
     if not rows:
         return
     with connection.cursor() as cursor:

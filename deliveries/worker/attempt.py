@@ -8,29 +8,23 @@ capacity slot. Every path out, an exception included, ends the entry once.
 from __future__ import annotations
 
 import logging
-import ssl
 import threading
 from datetime import UTC, datetime
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core import tracing
 from core.clock import database_time
-from core.crypto import DecryptionFailed
 from deliveries.lifecycle.policy import Policy
 from deliveries.lifecycle.recording import Attempted
 from deliveries.log_context import delivery_log_context
 from deliveries.results import ErrorKind, SendResult
 from deliveries.transport.sender import Sender
 from deliveries.transport.signing import SEQUENCE_HEADER, payload_bytes, webhook_headers
-from deliveries.transport.tokens import ClientCredentials
-from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import Claimed
 from deliveries.worker.ledger import Ledger
 from deliveries.worker.pacing import Pacing
 from deliveries.worker.recorder import Recorder
-from webhooks.services.endpoint_auth import endpoint_auth_decrypted
-from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -137,6 +131,17 @@ class Attempts:
         endpoint = delivery.endpoint
         if not endpoint.is_active:
             return None
+        send = delivery.send  # resolved once for the claim's batch (send_settings.py)
+        if send is None:  # the claim gives these back; should one get through:
+            logger.error(
+                "delivery %s not sent: %s",
+                delivery.id,
+                UNREADABLE_ERROR,
+                extra=delivery_log_context(delivery),
+            )
+            return SendResult.failed(ErrorKind.KEY, UNREADABLE_ERROR)
+        if send.certificate_error is not None:
+            return SendResult.failed(ErrorKind.TLS, send.certificate_error)
         try:
             event = delivery.event
             body = payload_bytes(
@@ -146,13 +151,13 @@ class Attempts:
                 data=event.data,
             )
             headers = {
-                **endpoint_headers(endpoint=endpoint),
+                **send.headers,
                 **webhook_headers(
                     msg_id=event.id,
                     # The database's clock: a receiver checks it against true time.
                     timestamp=int(database_time(measure=False)),
                     body=body,
-                    secrets=endpoint_signing_secrets(endpoint=endpoint),
+                    secrets=send.secrets,
                 ),
                 SEQUENCE_HEADER: str(delivery.sequence),
             }
@@ -162,20 +167,7 @@ class Attempts:
                 # Tracing off: the webhook carries the event's trace context as it came,
                 # so the receiver still joins the producer's trace (CONTRACT section 3).
                 headers.update(tracing.trace_headers(event.trace_context))
-            auth = client_credentials(endpoint_auth_decrypted(auth=endpoint.auth))
-            certificate = endpoint_client_certificate(endpoint=endpoint)  # built at the claim
-        except ssl.SSLError as exc:  # checked on save: OpenSSL's rules changed since
-            error = f"TLS error: the client certificate cannot be loaded: {exc}"
-            return SendResult.failed(ErrorKind.TLS, error)
-        except DecryptionFailed:  # the claim gives these back; should one get through:
-            logger.error(
-                "delivery %s not sent: %s",
-                delivery.id,
-                UNREADABLE_ERROR,
-                extra=delivery_log_context(delivery),
-            )
-            return SendResult.failed(ErrorKind.KEY, UNREADABLE_ERROR)
-        except Exception as exc:  # a bug (a missing key was caught at the claim): fatal
+        except Exception as exc:  # a bug: fatal
             logger.critical(
                 "delivery %s cannot be sent: a bug",
                 delivery.id,
@@ -189,8 +181,8 @@ class Attempts:
             headers=headers,
             timeout=policy.timeout,
             tenant=delivery.tenant_id,
-            auth=auth,
-            client_certificate=certificate,
+            auth=send.auth,
+            client_certificate=send.certificate,
         )
         if result.error_kind is ErrorKind.INTERNAL:
             logger.critical(
@@ -205,20 +197,6 @@ class Attempts:
 def succeeded(result: SendResult | None) -> bool:
     """A 2xx answer (CONTRACT section 4): the endpoint takes requests as fast as we send."""
     return result is not None and result.status_code is not None and 200 <= result.status_code < 300
-
-
-def client_credentials(auth: dict[str, Any] | None) -> ClientCredentials | None:
-    """The transport's value for an endpoint's (decrypted) `auth`; equal settings give an
-    equal value, which is what the token cache is keyed by."""
-    if auth is None:
-        return None
-    return ClientCredentials(
-        token_url=auth["token_url"],
-        client_id=auth["client_id"],
-        client_secret=auth["client_secret"],
-        scope=auth.get("scope"),
-        audience=auth.get("audience"),
-    )
 
 
 def event_timestamp(created_at: datetime) -> str:

@@ -1,10 +1,11 @@
 """Each endpoint's client certificate as the sender presents it, built once per process.
 
 Building one (the system's CA store read, the PEM loaded) costs ~17 ms, too long for the
-event loop: the claim loop builds it when it first claims for the endpoint (`_signable`),
-and the attempt finds it here. Keyed by the stored (encrypted) value, which changes
-whenever the endpoint's certificate does (a PATCH, a removal, a key rotation), so an
-endpoint's new certificate is used from its next claim and an old one is never presented.
+event loop: a claim builds it with the endpoint's other send settings (send_settings.py),
+on the claim loop's thread, and keeps it here for the next claims. Keyed by the stored
+(encrypted) value, which changes whenever the endpoint's certificate does (a PATCH, a
+removal, a key rotation), so an endpoint's new certificate is used from its next claim
+and an old one is never presented.
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ exit before the leases of what it holds lapse and another worker sends them agai
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import ssl
 import threading
 import time
 from collections import Counter
@@ -29,13 +27,11 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from core.clock import database_offset
-from core.crypto import DecryptionFailed
 from deliveries import wakeups
 from deliveries.lifecycle.partitions import EVERY_PARTITION, ClaimBounds, claim_bounds
 from deliveries.lifecycle.policy import Policy, current_policy
 from deliveries.log_context import delivery_log_context
 from deliveries.worker.attempt import NEXT_IN_LINE_SECONDS, Attempts
-from deliveries.worker.certificates import endpoint_client_certificate
 from deliveries.worker.claims import (
     Claimed,
     deliveries_claim_probes,
@@ -52,12 +48,10 @@ from deliveries.worker.planner import (
     MIN_RESERVATION,
     claim_shares,
     endpoint_cap,
-    joins_line,
+    line_length,
 )
 from deliveries.worker.supervisor import Heartbeat
-from webhooks.services.endpoint_auth import endpoint_auth_decrypted
 from webhooks.services.endpoint_readable import endpoint_unreadable
-from webhooks.services.endpoints import endpoint_headers, endpoint_signing_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -318,25 +312,20 @@ class ClaimLoop:
         return [*probes.deliveries, *claimed]
 
     def _signable(self, claimed: list[Claimed]) -> list[Claimed]:
-        """Those whose endpoint's secrets this process can decrypt. The others are given
+        """Those whose endpoint's secrets this process can decrypt (the claim resolved their
+        send settings: send_settings.py). The others are given
         back without spending an attempt, due again after UNREADABLE_SECRET_WAIT_SECONDS
         (a worker that has the key sends them): a missing key is the operator's to fix,
         not a reason for a delivery to die."""
         unreadable: dict[str, str] = {}  # endpoint id -> last_error
-        for endpoint in {c.endpoint_id: c.endpoint for c in claimed}.values():
-            try:
-                endpoint_signing_secrets(endpoint=endpoint)  # cached: cheap after the first
-                endpoint_headers(endpoint=endpoint)  # its custom header values
-                endpoint_auth_decrypted(auth=endpoint.auth)  # its OAuth2 client secret
-                # Built here, off the event loop (milliseconds), for its attempts to find;
-                # one OpenSSL refuses is the attempt's to report (a TLS failure).
-                with contextlib.suppress(ssl.SSLError):
-                    endpoint_client_certificate(endpoint=endpoint)
-            except (DecryptionFailed, ValueError):  # ValueError: a damaged certificate row
+        for delivery in claimed:
+            if delivery.send is None and delivery.endpoint_id not in unreadable:
                 # Which ones, for the tenant to replace (rare: the work is done only here).
-                names = [n for n in endpoint_unreadable(endpoint=endpoint) if n != "filter"]
+                names = [
+                    n for n in endpoint_unreadable(endpoint=delivery.endpoint) if n != "filter"
+                ]
                 fields = " and ".join(names or ["secrets"])
-                unreadable[endpoint.id] = UNREADABLE_SECRET_ERROR.format(fields=fields)
+                unreadable[delivery.endpoint_id] = UNREADABLE_SECRET_ERROR.format(fields=fields)
         if not unreadable:
             return claimed
         for endpoint_id, error in unreadable.items():
@@ -366,17 +355,14 @@ class ClaimLoop:
 
     def _line_up_or_give_back(self, refused: list[Claimed]) -> None:
         """Claimed deliveries with no place yet: in line at their endpoint while it answers
-        (planner.joins_line), else given back, due again at once (the next claim asks the
+        (planner.line_length), else given back, due again at once (the next claim asks the
         endpoint's room first, so they are not claimed again until there is some)."""
-        given_back = []
-        for delivery in refused:
-            if self._stopping.is_set() or not joins_line(
-                self._ledger, delivery.endpoint_id, delivery.endpoint.rate_limit
-            ):
-                given_back.append(delivery)
-            else:
-                self._ledger.line_up(delivery)
-        self._give_back(given_back)
+        if not refused:
+            return
+        if self._stopping.is_set():
+            self._give_back(refused)
+        else:
+            self._give_back(self._ledger.line_up(refused, length=_line_length))
 
     def _give_back(self, deliveries: Sequence[Claimed], delay: timedelta = timedelta(0)) -> None:
         """Claimed deliveries that will not be sent now: due again after `delay` without
@@ -389,6 +375,12 @@ class ClaimLoop:
         finally:
             for delivery in deliveries:
                 self._ledger.finish(delivery)
+
+
+def _line_length(delivery: Claimed, answered_ago: float, open_to: int) -> int:
+    return line_length(
+        rate_limit=delivery.endpoint.rate_limit, answered_ago=answered_ago, open_to=open_to
+    )
 
 
 def _asked_once(

@@ -14,9 +14,9 @@ backlog does not stand in front of another tenant's new event, and an endpoint t
 full, throttled or circuit-open costs nothing: it is simply not asked.
 
 A claim returns plain records with the event (from the claim statement itself) and the
-endpoint loaded (one more query per batch, not per delivery): the worker handles
-thousands of them a second, and building model instances for each cost more than
-sending it.
+endpoint loaded (one more query per batch, not per delivery), its send settings resolved
+once per endpoint (send_settings.py): the worker handles thousands of them a second, and
+building model instances for each cost more than sending it.
 
 The statements themselves are in claim_sql.py (PostgreSQL), written once and whole, and
 claims_sqlite.py (the embedded set-up); this module chooses their parameters.
@@ -45,6 +45,7 @@ from deliveries.lifecycle.policy import Policy
 from deliveries.models import PENDING_IN_TIME_ORDER, Delivery
 from deliveries.worker import claim_sql, claims_sqlite
 from deliveries.worker.fair_share import DueEndpoint, fair_shares
+from deliveries.worker.send_settings import SendSettings, send_settings
 from webhooks.models import Endpoint
 
 # Endpoints one look for due work lists at most (see due_endpoints).
@@ -55,9 +56,11 @@ ANY_ATTEMPT = {"any_attempt": True, "first_attempts": False}  # the statement's 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claimed(InHand):
     """A delivery this worker holds the lease of, with its endpoint loaded for the attempt
-    (its `endpoint_id` is the endpoint's id)."""
+    (its `endpoint_id` is the endpoint's id) and the endpoint's send settings as its claim
+    found them (None: this process cannot decrypt them; the worker gives it back)."""
 
     endpoint: Endpoint
+    send: SendSettings | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,7 @@ def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
     # all_objects: an endpoint deleted since the claim is still read, found inactive,
     # and its deliveries recorded unsent.
     endpoints = _endpoints({row[3] for row in rows})
+    settings = {e.id: send_settings(endpoint=e) for e in endpoints.values()}
     claimed = []
     for row in rows:
         delivery_id, tenant_id, _, endpoint_id, attempt_count, offset, sequence = row[:7]
@@ -274,6 +278,7 @@ def _with_endpoints(rows: list[tuple[Any, ...]]) -> list[Claimed]:
                 sequence=sequence,
                 event=row[9],
                 endpoint=endpoints[endpoint_id],
+                send=settings[endpoint_id],
                 ordering_key=row[7],
                 head_since=row[8],
             )

@@ -168,12 +168,32 @@ class Ledger(Generic[D]):
 
     # --- lines ----------------------------------------------------------------------
 
-    def line_up(self, delivery: D) -> None:
-        """A claimed delivery waits in line at its endpoint for an answer's place."""
+    def line_up(self, refused: Sequence[D], *, length: Callable[[D, float, int], int]) -> list[D]:
+        """Claimed deliveries refused a place wait in line at their endpoint while its line
+        is shorter than `length(delivery, seconds since the endpoint answered, requests
+        open to it)` (planner.line_length, asked once per endpoint); the others are
+        returned, to be given back. One lock for the batch (asked per count, it took four)."""
+        given_back = []
         with self._changed:
-            entry = self._entries[delivery.id]
-            entry.stage, entry.since = Stage.IN_LINE, time.monotonic()
-            self._lines.setdefault(delivery.endpoint_id, deque()).append(delivery.id)
+            now = time.monotonic()
+            room: dict[str, int] = {}  # endpoint -> how many more may join its line
+            for delivery in refused:
+                endpoint_id = delivery.endpoint_id
+                line = self._lines.get(endpoint_id)
+                if endpoint_id not in room:
+                    ago = now - self._last_answer.get(endpoint_id, float("-inf"))
+                    allowed = length(delivery, ago, self._open[endpoint_id])
+                    room[endpoint_id] = allowed - (len(line) if line else 0)
+                if room[endpoint_id] <= 0:
+                    given_back.append(delivery)
+                    continue
+                room[endpoint_id] -= 1
+                entry = self._entries[delivery.id]
+                entry.stage, entry.since = Stage.IN_LINE, now
+                if line is None:
+                    line = self._lines[endpoint_id] = deque()
+                line.append(delivery.id)
+        return given_back
 
     def leave_lines(self, *, waited: float) -> list[D]:
         """Out of line, to be given back: those that waited `waited` seconds or more

@@ -77,10 +77,14 @@ def lines_up(counts: Counts, endpoint_id: str, rate_limit: int | None) -> bool:
     return not rate_limit and counts.answered(endpoint_id, within=ANSWERING_SECONDS)
 
 
-def joins_line(counts: Counts, endpoint_id: str, rate_limit: int | None) -> bool:
-    """Whether a claimed delivery refused a place waits in line (else it is given back)."""
-    length = LINE_PER_REQUEST * counts.open_to(endpoint_id)
-    return lines_up(counts, endpoint_id, rate_limit) and counts.waiting(endpoint_id) < length
+def line_length(*, rate_limit: int | None, answered_ago: float, open_to: int) -> int:
+    """How many claimed deliveries refused a place may wait in line at an endpoint (the
+    others are given back): LINE_PER_REQUEST per request of ours open to it, where
+    deliveries line up at all (`lines_up`: it answered with a success `answered_ago`
+    seconds ago, within ANSWERING_SECONDS, and no rate limit spaces its requests)."""
+    if rate_limit or answered_ago >= ANSWERING_SECONDS:
+        return 0
+    return LINE_PER_REQUEST * open_to
 
 
 def rate_room(endpoint: DueEndpoint) -> int:

@@ -75,8 +75,8 @@ def auth_shown(auth: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def endpoint_auth_decrypted(*, auth: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The stored `auth` with its client secret in plain text (the worker, per attempt;
-    decryption is cached)."""
+    """The stored `auth` with its client secret in plain text (the worker, once per claim
+    batch; decryption is cached)."""
     if not auth:
         return None
     return {**auth, "client_secret": crypto.decrypt(auth["client_secret"])}

@@ -66,6 +66,10 @@ def claimed(*endpoint_ids: str, tenant: str = "t") -> list[InHand]:
     ]
 
 
+def unbounded(delivery: InHand, answered_ago: float, open_to: int) -> int:
+    return 100
+
+
 def idle(ledger: Ledger, cluster: FakeCluster) -> bool:
     ledger.send_releases(lease_seconds=60)
     return (
@@ -159,8 +163,7 @@ def test_an_answer_hands_its_place_to_the_first_in_line_here_and_in_the_cluster(
     first, second, third = claimed("a", "a", "a")
     going, _ = ledger.admit([first, second, third], ledger.reserve(3), lease_seconds=60)
     assert going == [first]
-    ledger.line_up(second)
-    ledger.line_up(third)
+    assert ledger.line_up([second, third], length=unbounded) == []
     assert ledger.waiting("a") == 2 and ledger.stages()[Stage.IN_LINE] == 2
     assert ledger.request_over(first, answered=True, max_wait=60) == second
     ledger.send_releases(lease_seconds=60)
@@ -179,7 +182,7 @@ def test_a_failure_does_not_hand_over_and_the_line_waits() -> None:
     ledger = make(cluster)
     first, second = claimed("a", "a")
     ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
-    ledger.line_up(second)
+    ledger.line_up([second], length=unbounded)
     assert ledger.request_over(first, answered=False, max_wait=60) is None
     assert ledger.open_to("a") == 0 and ledger.waiting("a") == 1
     assert not ledger.answered("a", within=60)  # a failure is no answer
@@ -194,7 +197,7 @@ def test_one_that_waited_too_long_is_not_handed_a_place_but_left_to_be_given_bac
     ledger = make(cluster)
     first, second = claimed("a", "a")
     ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
-    ledger.line_up(second)
+    ledger.line_up([second], length=unbounded)
     assert ledger.request_over(first, answered=True, max_wait=0) is None
     assert ledger.leave_lines(waited=0) == [second]
     assert ledger.stages() == {Stage.RECORDING: 1, Stage.CLAIMED: 1}
@@ -205,10 +208,32 @@ def test_each_endpoint_has_its_own_line_first_in_first_out() -> None:
     ledger = make(cluster)
     batch = claimed("a", "b", "a", "b")
     _, refused = ledger.admit(batch, ledger.reserve(4), lease_seconds=60)
-    for delivery in refused:
-        ledger.line_up(delivery)
+    ledger.line_up(refused, length=unbounded)
     assert [ledger.waiting("a"), ledger.waiting("b")] == [2, 2]
     assert ledger.leave_lines(waited=0) == [batch[0], batch[2], batch[1], batch[3]]
+
+
+def test_a_line_takes_what_its_length_allows_and_the_rest_is_given_back() -> None:
+    cluster = FakeCluster(cap=1)
+    ledger = make(cluster)
+    batch = claimed("a", "a", "a", "a", "b", "b")
+    going, refused = ledger.admit(batch, ledger.reserve(6), lease_seconds=60)
+    assert going == [batch[0], batch[4]]
+    asked = []
+
+    def length(delivery: InHand, answered_ago: float, open_to: int) -> int:
+        asked.append((delivery.endpoint_id, answered_ago, open_to))
+        return 2 if delivery.endpoint_id == "a" else 0
+
+    # One already waits at "a": one more joins it, the third goes back, as does "b"'s.
+    assert ledger.line_up([refused[0]], length=unbounded) == []
+    assert ledger.line_up(refused[1:], length=length) == [batch[3], batch[5]]
+    assert [ledger.waiting("a"), ledger.waiting("b")] == [2, 0]
+    assert asked == [("a", float("inf"), 1), ("b", float("inf"), 1)]  # once per endpoint
+    assert ledger.request_over(batch[0], answered=True, max_wait=60) == batch[1]
+    ledger.line_up([batch[3]], length=length)
+    assert asked[-1][0] == "a" and asked[-1][1] < 60  # it answered just now
+    assert ledger.waiting("a") == 2
 
 
 def test_finishing_one_in_line_takes_it_out_of_its_line() -> None:
@@ -216,8 +241,7 @@ def test_finishing_one_in_line_takes_it_out_of_its_line() -> None:
     ledger = make(cluster)
     first, second = claimed("a", "a")
     ledger.admit([first, second], ledger.reserve(2), lease_seconds=60)
-    ledger.line_up(first)
-    ledger.line_up(second)
+    ledger.line_up([first, second], length=unbounded)
     ledger.finish(first)
     assert ledger.waiting("a") == 1
     ledger.finish(second)
@@ -253,7 +277,7 @@ def test_a_tenant_s_room_counts_its_requests_under_way_and_its_line() -> None:
     ledger = make(cluster)
     batch = claimed("a", "a", "a", tenant="busy")
     _, refused = ledger.admit(batch, ledger.reserve(3), lease_seconds=60)
-    ledger.line_up(refused[0])
+    ledger.line_up([refused[0]], length=unbounded)
     assert ledger.tenant_room("busy") == ledger.per_tenant - 3  # claimed and in line count
 
 
@@ -262,7 +286,7 @@ def test_the_places_renewed_are_those_of_the_requests_in_flight() -> None:
     ledger = make(cluster)
     first, second, third, other = claimed("a", "a", "a", "b")
     ledger.admit([first, second, third, other], ledger.reserve(4), lease_seconds=60)
-    ledger.line_up(third)  # third was refused (the cluster's cap is 2)
+    ledger.line_up([third], length=unbounded)  # third was refused (the cluster's cap is 2)
     assert ledger.request_over(first, answered=True, max_wait=60) == third
     ledger.request_over(other, answered=True)
     ledger.renew_places(lease_seconds=60)

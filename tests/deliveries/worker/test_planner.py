@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 
 from deliveries.worker.fair_share import DueEndpoint
 from deliveries.worker.planner import (
+    ANSWERING_SECONDS,
     BATCH_SIZE,
     LINE_PER_REQUEST,
     claim_shares,
     endpoint_cap,
-    joins_line,
+    line_length,
     rate_room,
     tenant_cap,
 )
@@ -92,13 +93,11 @@ def test_an_answering_endpoint_gets_a_line_behind_every_request_open_to_it() -> 
 
 
 def test_a_silent_or_rate_limited_endpoint_gets_no_line() -> None:
-    silent = Counts(per_endpoint=2, open={"a": 2})
-    assert not joins_line(silent, "a", None)
-    answering = Counts(per_endpoint=2, open={"a": 2}, answering={"a"})
-    assert joins_line(answering, "a", None)
-    assert not joins_line(answering, "a", 5)  # its spacing decides when they go
-    answering.lines["a"] = LINE_PER_REQUEST * 2
-    assert not joins_line(answering, "a", None)  # the line is long enough
+    assert line_length(rate_limit=None, answered_ago=float("inf"), open_to=2) == 0
+    assert line_length(rate_limit=None, answered_ago=ANSWERING_SECONDS, open_to=2) == 0
+    answering = line_length(rate_limit=None, answered_ago=0.1, open_to=2)
+    assert answering == LINE_PER_REQUEST * 2  # one behind each request open to it
+    assert line_length(rate_limit=5, answered_ago=0.1, open_to=2) == 0  # spacing decides
 
 
 def test_what_an_earlier_claim_of_the_round_took_is_left_out() -> None:
