@@ -454,10 +454,11 @@ class ClaimBounds(NamedTuple):
 
 
 EVERY_PARTITION = ClaimBounds("", "", "", "")
-# The ceiling is the end of the interval holding this moment from now: a delivery made
-# by a clock ahead of the database's, or after the worker read the bounds (every few
-# seconds), is below it.
-CEILING_MARGIN_MS = 60_000
+# How far the bounds reach past now, both ways: a delivery made by a clock this far
+# ahead of the database's or behind it, or by a transaction this long, or after the
+# worker read the bounds (every few seconds), is inside them; and an event is made
+# this long at most before its deliveries (in the same transaction, at ingestion).
+CLAIM_MARGIN_MS = 60_000
 
 
 def claim_bounds(*, now_ms: int | None = None) -> ClaimBounds:
@@ -467,9 +468,11 @@ def claim_bounds(*, now_ms: int | None = None) -> ClaimBounds:
     made ahead and DEFAULT, still half as much again as over the current one).
 
     The floor is the start of the oldest deliveries partition holding an unfinished
-    delivery, and never later than a minute before the previous interval (events a
-    minute older). The ceiling is the end of the current interval, or of the next one
-    in the interval's last minute (events alike). EVERY_PARTITION when history is not
+    delivery, and never later than a minute ago (events a minute older still). The
+    ceiling is the end of the current interval, or of the next one in the interval's
+    last minute (events alike). Most of the time a claim then plans over this
+    interval's deliveries and the older ones holding retries, and one more partition of
+    events. EVERY_PARTITION when history is not
     partitioned or when its DEFAULT partition holds an unfinished delivery (an old id,
     one a replay put back, or one of an interval whose partition was not made in time).
     A delivery made pending in an older partition after this was read (a replay, a
@@ -479,7 +482,7 @@ def claim_bounds(*, now_ms: int | None = None) -> ClaimBounds:
         return EVERY_PARTITION
     now_ms = _now_ms() if now_ms is None else now_ms
     step = interval_ms()
-    oldest = now_ms - step - 60_000
+    oldest = now_ms - CLAIM_MARGIN_MS
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT child.relname, pg_get_expr(child.relpartbound, child.oid)"
@@ -500,10 +503,10 @@ def claim_bounds(*, now_ms: int | None = None) -> ClaimBounds:
                     return EVERY_PARTITION
                 oldest = start
                 break
-    ceiling = ((now_ms + CEILING_MARGIN_MS) // step + 1) * step
+    ceiling = ((now_ms + CLAIM_MARGIN_MS) // step + 1) * step
     return ClaimBounds(
         DELIVERIES.bound(oldest),
-        EVENTS.bound(oldest - step),
+        EVENTS.bound(oldest - CLAIM_MARGIN_MS),
         DELIVERIES.bound(ceiling),
         EVENTS.bound(ceiling),
     )

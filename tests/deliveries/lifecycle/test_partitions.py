@@ -15,6 +15,7 @@ from django.db import connection
 
 from core.clock import database_now
 from deliveries.lifecycle.partitions import (
+    DELIVERIES,
     EVENTS,
     EVERY_PARTITION,
     ClaimBounds,
@@ -345,3 +346,24 @@ def test_a_constraint_a_failed_create_left_on_default_goes_before_its_interval_c
         cursor.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s", [outside])
         assert cursor.fetchone()[0] == 0
     assert ("webhooks_event", start, start + MINUTE) in spans()
+
+
+def test_an_older_interval_enters_the_claim_only_while_it_holds_an_unfinished_delivery(
+    db, settings, ep
+):
+    settings.HOMING_PARTITION_INTERVAL = 86_400
+    day = 86_400_000
+    today = int(database_now().timestamp() * 1000) // day * day
+    yesterday = today - day
+    partitions_ensure(since_ms=yesterday)
+    yesterdays = DELIVERIES.name_at(yesterday)
+    delivery_row(ep, made_ms=yesterday + 1_000)  # succeeded
+    noon = today + day // 2  # any moment of today but its first minute
+
+    assert yesterdays not in claim_plan(claim_bounds(now_ms=noon))
+
+    retrying = delivery_row(ep, "pending", made_ms=yesterday + 2_000)
+    bounds = claim_bounds(now_ms=noon)
+    assert yesterdays in claim_plan(bounds)
+    claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), bounds=bounds)
+    assert [d.id for d in claimed.deliveries] == [retrying.id]
