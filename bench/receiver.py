@@ -10,10 +10,13 @@ orchestrator's.
 
 Control routes (answered by the same server, never recorded):
 - GET /_count  -> `<number of webhook requests recorded>`
-- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds, "hung": n}
+- GET /_dump   -> JSON {"records": [[id, t], ...], "samples": [...], "cpu": seconds, "hung": n,
+                   "bearers": [[path, authorization, count, first t, last t], ...]}
 - POST /_reset -> forget everything recorded so far
 The first few webhook requests are kept whole (`samples`) so the orchestrator can check
-their signatures.
+their signatures. `bearers` counts the recorded webhooks by path and Authorization
+header value (empty when absent), with the first and last time each was seen: what the
+OAuth2 step (steps_oauth.py) checks against the tokens its token server issued.
 
 A request to a path under `/hang` plays a hanging endpoint: the connection is accepted
 and the request read, but nothing is ever answered (the sender's timeout ends it). Such
@@ -42,6 +45,7 @@ records: list[tuple[str, float]] = []
 samples: list[dict] = []
 hung: list[float] = []  # when each request to /hang arrived
 slow = {"requests": 0, "open": 0, "most_open": 0}  # requests to /slow/SECONDS/...
+bearers: dict[tuple[str, str], list[float]] = {}  # (path, Authorization) -> [n, first, last]
 
 
 def _answer(body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -62,6 +66,7 @@ def _control(path: bytes) -> bytes:
         records.clear()
         samples.clear()
         hung.clear()
+        bearers.clear()
         slow.update(requests=0, open=0, most_open=0)
         return _answer(b"0", b"text/plain")
     if path.startswith(b"/_dump"):
@@ -72,6 +77,7 @@ def _control(path: bytes) -> bytes:
             "cpu": cpu,
             "hung": len(hung),
             "slow": slow,
+            "bearers": [[path, auth, *seen] for (path, auth), seen in bearers.items()],
         }
         return _answer(json.dumps(dump).encode())
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
@@ -92,6 +98,7 @@ class Protocol(asyncio.Protocol):
             lines = self.buffer[:end].split(b"\r\n")
             length = 0
             webhook_id = None
+            authorization = b""
             for line in lines[1:]:
                 name, _, value = line.partition(b":")
                 name = name.strip().lower()
@@ -99,6 +106,8 @@ class Protocol(asyncio.Protocol):
                     length = int(value)
                 elif name == b"webhook-id":
                     webhook_id = value.strip().decode()
+                elif name == b"authorization":
+                    authorization = value.strip()
             total = end + 4 + length
             if len(self.buffer) < total:
                 return
@@ -113,7 +122,14 @@ class Protocol(asyncio.Protocol):
             if path.startswith(b"/slow/"):
                 self._answer_later(float(path.split(b"/")[2]))
                 continue
-            records.append((webhook_id or "", time.monotonic()))
+            now = time.monotonic()
+            records.append((webhook_id or "", now))
+            key = (path.decode(errors="replace"), authorization.decode(errors="replace"))
+            if (seen := bearers.get(key)) is None:
+                bearers[key] = [1, now, now]
+            else:
+                seen[0] += 1
+                seen[2] = now
             if len(samples) < SAMPLES:
                 headers = {}
                 for line in lines[1:]:

@@ -207,6 +207,19 @@ def _flow(r: dict[str, Any], add: Any) -> None:
                 f"{run['slow_most_open']} places)",
                 "p99 <= 2000 ms" if key == "0.5" else "(no share: for comparison)",
             )
+    oauth = r.get("oauth")
+    if oauth:
+        fetches = ", ".join(f"{e['fetches']}" for e in oauth["endpoints"].values())
+        lifetimes = ", ".join(f"{e.get('lifetimes_elapsed')}" for e in oauth["endpoints"].values())
+        add(
+            f"OAUTH2 token fetches @ {oauth['offered_events_per_s']:g} ev/s [{oauth['workers']}w]",
+            f"{fetches} fetches per endpoint in {lifetimes} lifetimes of "
+            f"{oauth['effective_lifetime_s']} s; {oauth['deliveries_per_s_during_load']} del/s; "
+            f"wrong bearers {oauth['webhooks_with_wrong_or_no_bearer']}  dup "
+            f"{oauth['duplicates']} missing {oauth['missing']}"
+            f"{'' if oauth['target_met'] else '  NOT MET'}",
+            "<= 1 per lifetime + the first, per process",
+        )
 
 
 def _what(label: str) -> str:

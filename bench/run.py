@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import procs, stack, steps_flow, steps_soak, wrk
+from bench import procs, stack, steps_flow, steps_oauth, steps_soak, wrk
 from bench.measure import Measure
 from bench.report import print_table
 from bench.stack import BenchError, Stack, say
 from bench.steps_delivery import DeliverySteps
 from bench.steps_flow import FlowSteps
 from bench.steps_headline import BATCH, HeadlineSteps
+from bench.steps_oauth import OAuthSteps
 from bench.steps_ordering import OrderingSteps
 from bench.steps_share import ShareSteps
 from bench.steps_soak import SoakSteps
@@ -43,6 +44,7 @@ class Bench(
     ShareSteps,
     FlowSteps,
     OrderingSteps,
+    OAuthSteps,
     Measure,
     Stack,
 ):
@@ -82,6 +84,8 @@ class Bench(
         self.results["seconds_total"] = round(time.monotonic() - t0, 1)
         print_table(self.results)
         print("BENCH_JSON " + json.dumps(self.results, separators=(",", ":")), flush=True)
+        if self.args.only == "oauth" and not self.results["oauth"]["target_met"]:
+            raise BenchError("OAuth2 token fetches: the target was not met (see above)")
         if not self.args.no_console and not self.args.only_flow and self.args.only is None:
             console_pages(quick=self.args.quick)
         if self.args.only is None and not self.args.only_flow:
@@ -126,6 +130,10 @@ class Bench(
             return
         if self.args.only == "soak":
             self.soak()
+            return
+        if self.args.only == "oauth":
+            self.start_web()
+            self.oauth_tokens()
             return
         self.gunicorn_ceilings()
         if headline:
@@ -246,7 +254,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["ingestion", "ordering", "share", "drain", "tracing", "filters", "soak"],
+        choices=["ingestion", "ordering", "share", "drain", "tracing", "filters", "soak", "oauth"],
         help="ingestion: only the isolated ingestion figures and their gunicorn ceiling; "
         "ordering: only one endpoint's backlog drained with and without ordering keys; "
         "share: only a quiet tenant beside another tenant's slow endpoints; "
@@ -254,7 +262,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "tracing: only the live run with tracing off and on (100%% sampled), interleaved; "
         "filters: only a filter's and a schema's cost and ingestion with 100 filters vs none; "
         "soak: one-minute partitions, 5 minutes of retention, ingestion at the drain's rate "
-        "for --soak-minutes (bench/README.md)",
+        "for --soak-minutes (bench/README.md); "
+        "oauth: OAuth2 token fetches per endpoint and token lifetime under --oauth-rate "
+        "events/s for --oauth-seconds (2 endpoints, --oauth-workers workers)",
     )
     parser.add_argument("--soak-minutes", type=float, default=20, help="the soak's length")
     parser.add_argument(
@@ -274,6 +284,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--tracing-rounds", type=int, default=3, help="--only tracing: runs of each side (3)"
     )
     steps_flow.add_arguments(parser)
+    steps_oauth.add_arguments(parser)
     args = parser.parse_args(argv)
     args.wrk_seconds = args.wrk_seconds or (5 if args.quick else 10)
     args.paced_seconds = 5 if args.quick else 10

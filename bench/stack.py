@@ -311,9 +311,10 @@ class Stack:
         api_key = self.manage("create_tenant", name).strip().splitlines()[-1]
         return api_key, {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
 
-    def create_endpoint(self, auth: dict[str, str], **fields: Any) -> dict[str, Any]:
+    def create_endpoint(self, auth: dict[str, str], /, **fields: Any) -> dict[str, Any]:
         """POST /api/v1/endpoints as the tenant `auth` belongs to; its secret is kept so
-        the received samples can be verified."""
+        the received samples can be verified. (`auth` positional only: an endpoint has an
+        `auth` field too.)"""
         status, data = self.http(self.web_port, "POST", "/api/v1/endpoints", fields, auth)
         if status != 201:
             raise BenchError(f"creating an endpoint answered {status}: {data[:300]!r}")
