@@ -366,8 +366,9 @@ def _apply_states_at_once(
         )
     sql = APPLY_STATES_IF_LEASE_EXPIRED if expired_only else APPLY_STATES
     with connection.cursor() as cursor:
-        lowest = min((row["id"] for row in rows), default="")
-        cursor.execute(sql, {"now": now, "states": _json(rows), "lowest": lowest})
+        ids = [row["id"] for row in rows]
+        bounds = {"lowest": min(ids, default=""), "highest": max(ids, default="")}
+        cursor.execute(sql, {"now": now, "states": _json(rows), **bounds})
         return {row[0] for row in cursor.fetchall()}
 
 

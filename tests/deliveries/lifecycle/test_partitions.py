@@ -7,6 +7,8 @@ one-minute intervals, where nothing else lives."""
 from __future__ import annotations
 
 import io
+import json
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from core.clock import database_now
+from deliveries.lifecycle import record_sql
 from deliveries.lifecycle.partitions import (
     DELIVERIES,
     EVENTS,
@@ -367,3 +370,22 @@ def test_an_older_interval_enters_the_claim_only_while_it_holds_an_unfinished_de
     assert yesterdays in claim_plan(bounds)
     claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), bounds=bounds)
     assert [d.id for d in claimed.deliveries] == [retrying.id]
+
+
+def test_a_recorded_batch_plans_only_the_partitions_its_ids_fall_in(base, ep):
+    batch = [delivery_row(ep, "delivering", made_ms=base + MINUTE + n) for n in (1, 2)]
+    states = [
+        {"id": d.id, "claimed_count": 1, "status": "succeeded", "delay": None,
+         "last_error": "", "new_count": 1}
+        for d in batch
+    ]  # fmt: skip
+    params = {
+        "now": database_now(), "states": json.dumps(states),
+        "lowest": min(d.id for d in batch), "highest": max(d.id for d in batch),
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + record_sql.APPLY_STATES, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    planned = set(re.findall(r"deliveries_delivery_(p\d+|default)", plan))
+    assert planned == {DELIVERIES.name_at(base + MINUTE).removeprefix("deliveries_delivery_")}

@@ -35,9 +35,9 @@ MODULES = {"record_sql": record_sql, "backlog_sql": backlog_sql}
 # The SHA-256 of each statement's text: whoever changes a statement reads it whole again
 # (and the comment above it) and updates this.
 PINNED = {
-    "record_sql.APPLY_STATES": "399d178cd58beaadee48205bc41c980f0c5ff067deace7e9996f3ec3130f473f",
+    "record_sql.APPLY_STATES": "5ea798263fcde05f2ce9cf60561e2be41d403bc7520295c0b5afc3a92739c98b",
     "record_sql.APPLY_STATES_IF_LEASE_EXPIRED": (
-        "e3f5c0ba513c007f2bb4dd49b890c00c741f06272b2d584c88886063db6567f0"
+        "6056bfeb2f7c34abdfbc08d657e4be01614ab6cdcbcb2184349cd38e1b3faf45"
     ),
     "record_sql.INSERT_ATTEMPTS": (
         "a61e466f23e51e8f439ee97dc848f90d5fcb98da2a78d8f683f991cc4e7f9041"
