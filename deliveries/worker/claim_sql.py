@@ -10,6 +10,9 @@ ends, so every worker and scheduler agree however far their own clocks drift.
 
 from __future__ import annotations
 
+import functools
+import re
+
 # Active endpoints with a closed circuit and a delivery due now, in id order from
 # %(after)s on. A skip scan of the `delivery_endpoint_due` index: one probe per endpoint
 # with pending deliveries finds its earliest one, whatever the depth of its backlog, so a
@@ -17,13 +20,13 @@ from __future__ import annotations
 # %(ceiling)s: as in CLAIM below.
 DUE_ENDPOINTS = """
 WITH RECURSIVE pending(endpoint_id, next_at) AS (
-    (SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
+    (SELECT endpoint_id, next_attempt_at FROM {deliveries}
      WHERE status = 'pending' AND endpoint_id > %(after)s AND id >= %(floor)s
      AND (%(ceiling)s = '' OR id < %(ceiling)s)
      ORDER BY endpoint_id, next_attempt_at LIMIT 1)
     UNION ALL
     SELECT later.* FROM pending CROSS JOIN LATERAL (
-        SELECT endpoint_id, next_attempt_at FROM deliveries_delivery
+        SELECT endpoint_id, next_attempt_at FROM {deliveries}
         WHERE status = 'pending' AND endpoint_id > pending.endpoint_id AND id >= %(floor)s
         AND (%(ceiling)s = '' OR id < %(ceiling)s)
         ORDER BY endpoint_id, next_attempt_at LIMIT 1
@@ -61,13 +64,16 @@ LIMIT %(limit)s
 #   leaves out the partitions of deliveries and events outside them (with a month of
 #   them, planning took 6-10 ms, not 0.7), and DEFAULT and those made ahead. With a
 #   bound '', `'' = ''` folds the clause away.
+# - {deliveries}: the table, or the one partition holding the whole range between the
+#   bounds when there is one (`on()`): a claim over a plain table plans and runs 7-15 %
+#   faster than over the partitioned one pruned to that partition.
 CLAIM = """
 WITH picked AS MATERIALIZED (
     SELECT d.id
     FROM unnest(%(endpoint_ids)s::text[], %(shares)s::int[]) AS share(endpoint_id, n)
     JOIN webhooks_endpoint e ON e.id = share.endpoint_id AND e.is_active
     CROSS JOIN LATERAL (
-        SELECT id FROM deliveries_delivery
+        SELECT id FROM {deliveries}
         WHERE endpoint_id = share.endpoint_id AND status = 'pending' AND id >= %(floor)s
         AND (%(ceiling)s = '' OR id < %(ceiling)s)
         AND next_attempt_at <= statement_timestamp()
@@ -75,7 +81,7 @@ WITH picked AS MATERIALIZED (
         ORDER BY next_attempt_at LIMIT share.n FOR UPDATE SKIP LOCKED
     ) d
 ), claimed AS (
-    UPDATE deliveries_delivery SET status = 'delivering',
+    UPDATE {deliveries} SET status = 'delivering',
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
         attempt_count = attempt_count + 1, updated_at = statement_timestamp()
     WHERE id IN (SELECT id FROM picked) AND id >= %(floor)s
@@ -94,3 +100,15 @@ FROM claimed c JOIN webhooks_event ev ON ev.id = c.event_id AND ev.id >= %(event
 # unsent): one query per batch, raw (the ORM's `in_bulk` compiled a query per claim that
 # cost more than running it).
 ENDPOINTS = "SELECT * FROM webhooks_endpoint WHERE id = ANY(%s::text[])"
+
+
+_DELIVERIES = re.compile(r"deliveries_delivery(_p[0-9]+)?")
+
+
+@functools.cache
+def on(statement: str, deliveries: str) -> str:
+    """`statement` (CLAIM or DUE_ENDPOINTS) reading and updating `deliveries`: the table
+    or one of its partitions (a catalog name from partitions.claim_bounds, never input)."""
+    if not _DELIVERIES.fullmatch(deliveries):
+        raise ValueError(f"not a deliveries table: {deliveries!r}")
+    return statement.replace("{deliveries}", deliveries)

@@ -175,7 +175,7 @@ def due_endpoints(
     with connection.cursor() as cursor:
         params: dict[str, Any] = {"after": after, "limit": limit}
         params.update(floor=bounds.floor, ceiling=bounds.ceiling)
-        cursor.execute(claim_sql.DUE_ENDPOINTS, params)
+        cursor.execute(claim_sql.on(claim_sql.DUE_ENDPOINTS, bounds.deliveries), params)
         return [DueEndpoint(*row) for row in cursor.fetchall()]
 
 
@@ -243,11 +243,14 @@ def _claim(
         "endpoint_ids": list(shares),
         "shares": list(shares.values()),
         "lease_seconds": policy.lease_seconds,
-        **bounds._asdict(),
+        "floor": bounds.floor,
+        "event_floor": bounds.event_floor,
+        "ceiling": bounds.ceiling,
+        "event_ceiling": bounds.event_ceiling,
         **attempts,
     }
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(claim_sql.CLAIM, params)
+        cursor.execute(claim_sql.on(claim_sql.CLAIM, bounds.deliveries), params)
         # jsonb comes back as text (Django's loader): decoded here, once per delivery.
         return [
             (*row[:9], EventInHand(row[2], row[9], json.loads(row[10]), row[11], row[12]))

@@ -201,10 +201,12 @@ def test_every_partition_has_every_index_of_its_table_and_each_is_valid(base):
 def claim_plan(bounds: ClaimBounds) -> str:
     params: dict[str, Any] = {
         "endpoint_ids": ["ep_none"], "shares": [10], "lease_seconds": 30,
-        "any_attempt": True, "first_attempts": False, **bounds._asdict(),
+        "any_attempt": True, "first_attempts": False, "floor": bounds.floor,
+        "event_floor": bounds.event_floor, "ceiling": bounds.ceiling,
+        "event_ceiling": bounds.event_ceiling,
     }  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + claim_sql.CLAIM, params)
+        cursor.execute("EXPLAIN " + claim_sql.on(claim_sql.CLAIM, bounds.deliveries), params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
@@ -233,7 +235,9 @@ def test_claims_plan_only_the_partitions_that_can_hold_a_pending_delivery(base, 
         for bounds in (EVERY_PARTITION, recent):
             params: dict[str, Any] = {"after": "", "limit": 10}
             params.update(floor=bounds.floor, ceiling=bounds.ceiling)
-            cursor.execute("EXPLAIN " + claim_sql.DUE_ENDPOINTS, params)
+            cursor.execute(
+                "EXPLAIN " + claim_sql.on(claim_sql.DUE_ENDPOINTS, bounds.deliveries), params
+            )
             plans.append("\n".join(row[0] for row in cursor.fetchall()))
     assert plans[1].count("deliveries_delivery_p") < plans[0].count("deliveries_delivery_p")
     assert "_default" in plans[0] and "_default" not in plans[1]
@@ -363,10 +367,15 @@ def test_an_older_interval_enters_the_claim_only_while_it_holds_an_unfinished_de
     delivery_row(ep, made_ms=yesterday + 1_000)  # succeeded
     noon = today + day // 2  # any moment of today but its first minute
 
-    assert yesterdays not in claim_plan(claim_bounds(now_ms=noon))
+    # Today's partition alone: the claim names it and plans a plain table.
+    alone = claim_bounds(now_ms=noon)
+    assert alone.deliveries == DELIVERIES.name_at(today)
+    assert yesterdays not in claim_plan(alone)
+    assert "Append" not in claim_plan(alone).split("CTE claimed")[0]
 
     retrying = delivery_row(ep, "pending", made_ms=yesterday + 2_000)
     bounds = claim_bounds(now_ms=noon)
+    assert bounds.deliveries == "deliveries_delivery"
     assert yesterdays in claim_plan(bounds)
     claimed = deliveries_claim_shares(shares={ep.id: 10}, policy=current_policy(), bounds=bounds)
     assert [d.id for d in claimed.deliveries] == [retrying.id]
@@ -389,3 +398,23 @@ def test_a_recorded_batch_plans_only_the_partitions_its_ids_fall_in(base, ep):
 
     planned = set(re.findall(r"deliveries_delivery_(p\d+|default)", plan))
     assert planned == {DELIVERIES.name_at(base + MINUTE).removeprefix("deliveries_delivery_")}
+
+
+def test_in_an_intervals_last_minute_the_claim_reads_the_table_across_both(db, settings):
+    settings.HOMING_PARTITION_INTERVAL = 86_400
+    day = 86_400_000
+    today = int(database_now().timestamp() * 1000) // day * day
+
+    bounds = claim_bounds(now_ms=today + day - 30_000)
+
+    # A delivery made by a clock a minute ahead is in tomorrow's partition.
+    assert bounds.ceiling == DELIVERIES.bound(today + 2 * day)
+    assert bounds.deliveries == "deliveries_delivery"
+
+
+def test_a_claim_names_no_table_but_deliveries_or_its_partitions():
+    with pytest.raises(ValueError):
+        claim_sql.on(claim_sql.CLAIM, "webhooks_tenant; DROP TABLE x")
+    assert "FROM deliveries_delivery_p20261128000000" in claim_sql.on(
+        claim_sql.DUE_ENDPOINTS, "deliveries_delivery_p20261128000000"
+    )
