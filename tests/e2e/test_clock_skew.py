@@ -50,7 +50,9 @@ def test_a_worker_ten_minutes_ahead_signs_webhooks_receivers_accept(
     event = event_via_api(alice)
 
     [request] = receiver.wait_for(1)
-    assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 5
+    # True time, not the worker's (600 s ahead): the bound only leaves room for a busy
+    # machine between the signing and this line.
+    assert abs(int(request.headers["webhook-timestamp"]) - time.time()) < 60
     payload = StandardWebhook(endpoint["secret"]).verify(request.body, request.headers)
     assert payload["id"] == event["id"]
     wait_until(lambda: delivery_of(event).status == "succeeded")
