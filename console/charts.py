@@ -76,13 +76,15 @@ def _draw(
     plot_h = HEIGHT - TOP - BOTTOM
     step = plot_w / max(points - 1, 1)
     for outcome in OUTCOMES:
-        values = series[outcome]
-        chart.totals[outcome] = sum(values)
+        chart.totals[outcome] = sum(series[outcome])
+    chart.empty = not any(chart.totals.values())
+    # No lines on an empty chart: all three lie on the axis, the last drawn (fatal, red)
+    # over it, and read as failures.
+    for outcome in () if chart.empty else OUTCOMES:
         chart.lines[outcome] = " ".join(
             f"{LEFT + i * step:.1f},{TOP + plot_h - value * plot_h / peak:.1f}"
-            for i, value in enumerate(values)
+            for i, value in enumerate(series[outcome])
         )
-    chart.empty = not any(chart.totals.values())
     # Attempts are whole: a middle tick only where half the peak is a whole number (with a
     # peak of 1 or 5, "0.5" rounded to "0" labelled the wrong height).
     values = [0, peak // 2, peak] if peak % 2 == 0 else [0, peak]

@@ -1,4 +1,5 @@
-"""The dashboard chart's y axis: every label is the value at the height it is drawn."""
+"""The dashboard chart: every y label is the value at the height it is drawn; an empty
+chart draws no line over its axis."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def test_each_label_is_the_value_at_its_height(largest):
         value = int(tick.label.replace(",", ""))
         assert tick.position == pytest.approx(TOP + plot_h - value * plot_h / peak)
     assert len({tick.label for tick in chart.y_ticks}) == len(chart.y_ticks)  # no repeats
+
+
+def test_an_empty_chart_draws_no_line_over_its_axis():
+    # The fatal line (red, drawn last) lay on the axis and read as failures.
+    empty = attempts_chart(counts={}, start=START, minutes=60)
+    assert empty.empty and empty.lines == {}
+
+    one = attempts_chart(counts={(START, "success"): 1}, start=START, minutes=60)
+    assert not one.empty and set(one.lines) == {"success", "retryable", "fatal"}
