@@ -274,6 +274,10 @@ class SoakSteps(_Base):
             "drops": len(dropped),
             "kept": kept[:10],
             "drop_ms": [round(d.ms) for d in dropped],
+            "drop_locked_ms": [d.locked_ms for d in dropped],
+            "create_locked_ms_max": max(
+                (c.locked_ms for c in created if c.locked_ms is not None), default=None
+            ),
             "drop_rows": [d.rows for d in dropped],
             "creates": len(created),
             "create_ms_max": max((round(c.ms) for c in created), default=None),
@@ -390,9 +394,11 @@ def _print(f: dict[str, Any]) -> None:
         f"{f['duplicates']}, missing {f['missing']}, unexpected {f['unexpected']}"
     )
     print(f"drops {f['drops']}: ms {f['drop_ms']}; rows {f['drop_rows']}")
+    print(f"history locked per drop, ms: {f['drop_locked_ms']}")
     print(f"kept instead of dropped: {f['kept'] or 'none'}; lock timeouts {f['lock_timeouts']}")
     print(
-        f"partitions created {f['creates']} (slowest {f['create_ms_max']} ms); skipped: "
+        f"partitions created {f['creates']} (slowest {f['create_ms_max']} ms, DEFAULT locked "
+        f"at most {f['create_locked_ms_max']} ms); skipped: "
         f"{f['create_skipped'] or 'none'}"
     )
     print(f"lock waits over 10 ms: {f['lock_waits_over_10ms'] or 'none'}")
