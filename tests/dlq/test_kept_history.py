@@ -4,12 +4,9 @@ partitions leaves them: no ORM, no cascade)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -18,7 +15,6 @@ from deliveries.models import Delivery
 from deliveries.transport.signing import payload_bytes
 from deliveries.worker.attempt import event_timestamp
 from dlq.models import DeadLetter
-from dlq.services.replay import NotReplayable, dead_letter_replay
 from tests.factories import (
     dead_letter_of,
     endpoint_id_via_api,
@@ -26,7 +22,7 @@ from tests.factories import (
     portal_link_via_api,
     portal_session_via_link,
 )
-from tests.jobs import run_replay_jobs
+from tests.jobs import replays_at_once, run_replay_jobs
 from webhooks.models import Endpoint, Event, Tenant
 from webhooks.services.endpoints import endpoint_delete
 
@@ -154,26 +150,7 @@ def test_bulk_replay_and_the_command_recreate_dropped_history(alice):
 def test_two_replays_of_one_dropped_letter_at_once_make_one_replay(alice):
     letter = dead_letter_with_history(alice, endpoint_id_via_api(alice))
     history_dropped(delivery_ids=[letter.delivery_id], event_ids=[letter.event_id])
-    start, outcomes = threading.Barrier(2), []
-
-    def replay() -> None:
-        copy = DeadLetter.objects.select_related("endpoint").get(pk=letter.pk)
-        start.wait()
-        try:
-            dead_letter_replay(dead_letter=copy)
-            outcomes.append("replayed")
-        except NotReplayable:
-            outcomes.append("refused")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=replay) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert sorted(outcomes) == ["refused", "replayed"]
+    assert replays_at_once(letter) == ["refused", "replayed"]
     delivery = Delivery.objects.get(pk=letter.delivery_id)
     assert delivery.status == "pending" and delivery.attempts_in_schedule == 0
     assert Event.objects.filter(pk=letter.event_id).count() == 1

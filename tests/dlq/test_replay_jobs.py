@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from deliveries.models import Delivery
-from dlq.models import DeadLetter, ReplayJob
+from dlq.models import ReplayJob
 from dlq.services import replay_jobs
 from dlq.services.replay import NotReplayable, dead_letter_replay
 from dlq.services.replay_jobs import (
@@ -20,6 +18,7 @@ from dlq.services.replay_jobs import (
     replay_jobs_resume,
 )
 from tests.factories import dead_letter_via_api, endpoint_id_via_api
+from tests.jobs import replays_at_once
 
 
 def test_bulk_replay_answers_with_the_count_and_replays_nothing_yet(alice):
@@ -115,25 +114,6 @@ def test_the_api_refuses_a_replay_of_a_delivery_already_pending(alice):
 @pytest.mark.django_db(transaction=True)
 def test_two_staff_replaying_one_letter_at_once_make_one_replay(alice):
     letter = dead_letter_via_api(alice, endpoint_id_via_api(alice))
-    start, outcomes = threading.Barrier(2), []
-
-    def replay() -> None:
-        copy = DeadLetter.objects.select_related("endpoint").get(pk=letter.pk)
-        start.wait()
-        try:
-            dead_letter_replay(dead_letter=copy)
-            outcomes.append("replayed")
-        except NotReplayable:
-            outcomes.append("refused")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=replay) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert sorted(outcomes) == ["refused", "replayed"]
+    assert replays_at_once(letter) == ["refused", "replayed"]
     delivery = Delivery.objects.get(pk=letter.delivery_id)
     assert delivery.status == "pending" and delivery.attempts_in_schedule == 0
