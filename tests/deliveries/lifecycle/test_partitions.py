@@ -51,8 +51,18 @@ def base(db, settings) -> int:
     settings.HOMING_RETENTION = 3600
     now = int(database_now().timestamp() * 1000)
     start = (now - 10 * 86_400_000) // MINUTE * MINUTE
-    partitions_ensure(now_ms=start)
+    made_in_the_end(lambda: partitions_ensure(now_ms=start))
     return start
+
+
+def made_in_the_end(ensure) -> None:
+    """Run partitions_ensure until nothing is left for a next run: behind another
+    session's lock (on a busy machine, a process of an earlier test still finishing) a
+    create gives up after its lock timeout, as the scheduler's would."""
+    for _ in range(20):
+        if not [step for step in ensure() if step.action == "skipped"]:
+            return
+    raise AssertionError("partitions still skipped after 20 runs")
 
 
 @pytest.fixture
