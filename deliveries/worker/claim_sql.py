@@ -105,7 +105,8 @@ ENDPOINTS = "SELECT * FROM webhooks_endpoint WHERE id = ANY(%s::text[])"
 _DELIVERIES = re.compile(r"deliveries_delivery(_p[0-9]+)?")
 
 
-@functools.cache
+# Bounded: a new partition comes every interval, and only the current ones are asked for.
+@functools.lru_cache(maxsize=16)
 def on(statement: str, deliveries: str) -> str:
     """`statement` (CLAIM or DUE_ENDPOINTS) reading and updating `deliveries`: the table
     or one of its partitions (a catalog name from partitions.claim_bounds, never input)."""
